@@ -187,6 +187,7 @@ class HostPort(Protocol):
     def numa_nodes(self) -> int: ...
     def cdi_specs(self) -> list[str]: ...
     def cdi_spec_text(self, path: str) -> str: ...  # "" when unreadable
+    def runtime_hook(self) -> bool: ...  # the toolkit's nvidia-container-runtime-hook is on dockerd's PATH (`--gpus`)
     def container_toolkit_version(self) -> str: ...  # `nvidia-ctk --version` (or nvidia-container-cli); "" if absent
     def tcp_tables(self) -> str: ...  # /proc/net/tcp then /proc/net/tcp6, as read
     def tcp_listening(self) -> str: ...  # the LISTEN sockets only, in tcp_tables' line format (cheap)

@@ -14,6 +14,9 @@ from threading import Event
 
 from kimik3_reconciler.ports import Tally
 
+# systemd's default PATH, dockerd's under docker.service (where it finds the toolkit's `--gpus` hook).
+_DOCKERD_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
 
 def _run(argv: list[str]) -> str:
     try:
@@ -74,6 +77,10 @@ class LinuxHost:
 
     def cdi_spec_text(self, path: str) -> str:
         return _read(path)
+
+    def runtime_hook(self) -> bool:
+        # dockerd looks the hook up on its own PATH when it starts (moby's nvidia device driver): systemd's PATH.
+        return any(os.access(Path(d) / "nvidia-container-runtime-hook", os.X_OK) for d in _DOCKERD_PATH)
 
     def container_toolkit_version(self) -> str:
         for tool in ("nvidia-ctk", "nvidia-container-cli"):

@@ -25,6 +25,10 @@ class BatchPrice:
     start_s: float
     out_s: float  # the slowest host's compile + predicted downtime
     serving: int  # hosts in the router while it is out
+    # The wait for the others' capacity before it leaves (cli/fleet_apply.py `_leaving`): none in a rollout to plan
+    # (each batch is back in rotation before the next leaves); the drain timeout where fewer than the floor would be
+    # left serving (a host not planned, counted as not serving), after which fleet apply keeps the host in (PlanError).
+    capacity_wait_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class ImageShare:
 class RolloutPrice:
     batches: tuple[BatchPrice, ...]
     duration_s: float  # every drain immediate
-    duration_max_s: float  # every drain taking the whole drain timeout
+    duration_max_s: float  # every drain taking the whole drain timeout, and the capacity waits foretold
     timeline: tuple[tuple[float, int, str], ...]  # (seconds from start, hosts serving, what happened)
     transfers: tuple[Transfer, ...]
     unpriced: tuple[str, ...]  # hosts whose downtime the plan does not state (counted as 0 s)
@@ -131,13 +135,15 @@ def price_rollout(policy: RolloutPolicy, plans: Mapping[str, HostPlan], registry
     for hosts in policy.batches(among=changing):
         out = max(_out_s(plans[h], h in pulls) for h in hosts)
         serving = serving_now - len(hosts)
-        batches.append(BatchPrice(hosts, all(h in policy.canary for h in hosts), clock, out, serving))
+        # Below the floor only where a host is not planned: `_leaving` waits its drain timeout, then refuses.
+        wait = policy.drain_timeout_s if serving < policy.min_serving else 0.0
+        batches.append(BatchPrice(hosts, all(h in policy.canary for h in hosts), clock, out, serving, wait))
         timeline.append((clock, serving, f"{', '.join(hosts)} out of the router: drain, apply"))
         clock += out
         timeline.append((clock, serving_now, f"{', '.join(hosts)} back in the router"))
-    # The drain only: the wait for the others' capacity before it (cli/fleet_apply.py `_leaving`, up to another
-    # drain timeout) waits only where hosts left the rotation for another reason, which no plan foretells.
-    drains = len(batches) * policy.drain_timeout_s
+    # Each drain, and the capacity waits the plans foretell (a host not planned). Another wait for the others'
+    # capacity (up to another drain timeout) comes only where hosts left the rotation for a reason no plan shows.
+    drains = len(batches) * policy.drain_timeout_s + sum(b.capacity_wait_s for b in batches)
     unpriced = tuple(h for h in changing if plans[h].relaunch and plans[h].downtime_s is None)
     return RolloutPrice(
         tuple(batches),

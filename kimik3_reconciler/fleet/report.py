@@ -144,11 +144,18 @@ def plan_lines(
             f"  {what}: {', '.join(_replica(fleet, h) for h in batch.hosts)} at +{_duration(batch.start_s)}: "
             f"{downtime}; "
             f"{batch.serving} serving meanwhile"
+            + (
+                f" (below the floor of {price.min_serving}: fleet apply waits up to {_duration(batch.capacity_wait_s)}"
+                " for the others' capacity, then keeps the host in)"
+                if batch.capacity_wait_s
+                else ""
+            )
         )
     lines.append(
         f"  duration: ~{_duration(price.duration_s)} with immediate drains, "
         f"~{_duration(price.duration_max_s)} "
         f"if every drain takes its whole timeout"
+        + (" (and each capacity wait)" if any(b.capacity_wait_s for b in price.batches) else "")
     )
     lines.append("  capacity: " + " → ".join(f"{n}@+{_duration(t)}" for t, n, _ in price.timeline))
     for t in price.transfers:

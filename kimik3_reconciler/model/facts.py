@@ -65,22 +65,38 @@ class HostFacts(_Fact):
     # The NVIDIA kernel module (/proc/driver/nvidia/version): "open" (NVIDIA's open GPU kernel modules, which seed
     # 000 requires and Blackwell needs), "proprietary"; None: no driver loaded, or not observed (pure tests).
     nvidia_module: Literal["open", "proprietary"] | None = None
-    docker_gpus: bool | None = None  # the NVIDIA runtime or CDI specs: can containers get GPUs?
+    docker_gpus: bool | None = None  # can containers get GPUs either way? (observe/docker_objects.docker_gives_gpus)
     listeners: tuple[PortListener, ...] = ()  # sockets listening on serve.port (ours included; the gate sorts)
 
 
-class GpuPlumbing(_Fact):
-    """How Docker can give containers GPUs here (seed 000 step 1: "GPU containers work via CDI")."""
+class DockerGpus(_Fact):
+    """How a Docker shows it gives containers GPUs: what its API says (`docker info`), and on the head's host what
+    its files say too (the toolkit's hook). A cluster node's is its API alone, its files out of kimik3's reach.
+    model/gpu_request.py decides from it which way containers ask, the same for the head and for a node."""
 
-    cdi: bool = False  # a CDI spec of kind nvidia.com/gpu, and a daemon that does not say it ignores CDI
-    runtime: bool = False  # the NVIDIA container runtime is registered with dockerd (`--gpus`)
-    toolkit_version: str | None = None  # nvidia-container-toolkit (nvidia-ctk / nvidia-container-cli --version)
-    cdi_specs: tuple[str, ...] = ()  # the CDI spec files that declare nvidia.com/gpu
+    runtime: bool = False  # the nvidia runtime is registered (Runtimes)
+    # The toolkit's nvidia-container-runtime-hook is on dockerd's PATH: dockerd then gives `--gpus` through it with
+    # no runtime registered (moby's nvidia device driver). None: unseen (a node's host, out of reach).
+    hook: bool | None = None
+    reads_cdi: bool = False  # the daemon reads CDI specs (CDISpecDirs not empty; before Engine 25 never)
+    # The CDI devices of kind nvidia.com/gpu it found (DiscoveredDevices, e.g. nvidia.com/gpu=0 and =all); None: a
+    # daemon that does not list what it found (then only its reading CDI, and on the head a spec of the kind, is
+    # known); () on the head: no spec of the kind in /etc/cdi or /var/run/cdi.
+    cdi_devices: tuple[str, ...] | None = None
 
     @property
-    def request(self) -> Literal["cdi", "runtime"] | None:
-        """How kimik3 asks for GPUs: CDI when the host has it (as the seed does), else the nvidia runtime."""
-        return "cdi" if self.cdi else "runtime" if self.runtime else None
+    def runtime_gpus(self) -> bool:
+        """`--gpus` can work: the nvidia runtime registered or the toolkit's hook on dockerd's PATH."""
+        return self.runtime or self.hook is True
+
+
+class GpuPlumbing(DockerGpus):
+    """How Docker can give containers GPUs on the head's host (seed 000 step 1: "GPU containers work via CDI"):
+    what a node's Docker shows, plus the toolkit's hook, version and CDI spec files read from the host's files."""
+
+    hook: bool | None = False  # seen on the head's own disk (HostPort.runtime_hook)
+    toolkit_version: str | None = None  # nvidia-container-toolkit (nvidia-ctk / nvidia-container-cli --version)
+    cdi_specs: tuple[str, ...] = ()  # the CDI spec files that declare nvidia.com/gpu
 
 
 class CheckpointConfig(_Fact):
@@ -429,17 +445,6 @@ class WorkerFact(_Fact):
     cpus: int | None = None
     context_bytes: int = 0  # bytes an image build there ships (source archive, patches, Dockerfile)
     cache_volume: bool = False  # its tensor cache's Docker volume (model/specs.py rpc_cache_volume) exists there
-
-
-class DockerGpus(_Fact):
-    """How a Docker says it gives containers GPUs, from its API alone (`docker info`): what kimik3 can read of a
-    cluster node's host, whose files (the CDI specs, the toolkit) are out of its reach."""
-
-    runtime: bool = False  # the nvidia runtime is registered (Runtimes): what `--gpus` goes through
-    reads_cdi: bool = False  # the daemon reads CDI specs (CDISpecDirs not empty; before Engine 25 never)
-    # The CDI devices of kind nvidia.com/gpu it found (DiscoveredDevices, e.g. nvidia.com/gpu=0 and =all); None: a
-    # daemon that does not list what it found (then only its reading CDI is known).
-    cdi_devices: tuple[str, ...] | None = None
 
 
 class MemberFact(_Fact):

@@ -62,6 +62,8 @@ class Frozen:
                     fields.append(name)
                 if name in klass.__dict__:
                     defaults[name] = klass.__dict__[name]
+                elif name in klass.__dict__.get("_defaults", {}):  # a parent's, already moved off its class
+                    defaults[name] = klass.__dict__["_defaults"][name]
         cls._fields, cls._defaults, cls._coerced = tuple(fields), defaults, None
         for name in defaults:  # the instance holds every field; a class attribute would only shadow it
             if name in cls.__dict__:

@@ -26,8 +26,11 @@ _GENERIC: tuple[Rule, ...] = (
         "refuse",
         "before anything is downloaded, built or launched, a real container runs "
         "nvidia-smi with the profile's GPUs, requested through CDI when the host has a CDI spec of nvidia.com/gpu, "
-        "the nvidia runtime otherwise; recorded once per (driver, toolkit, request); gpus: none never probes",
-        "a CDI spec file or a registered runtime only says a toolkit was installed; a broken one is found after "
+        "`--gpus` otherwise where the nvidia runtime is registered or the toolkit's hook is on dockerd's PATH (the "
+        "decision a cluster node's member gets: model/gpu_request.py); a host with neither is refused naming what "
+        "each way lacks; recorded once per (driver, toolkit, request); gpus: none never probes",
+        "a CDI spec file, a registered runtime or the hook only says a toolkit was installed; a broken one is found "
+        "after "
         "a download of hundreds of GB otherwise",
         (
             "kimik3_reconciler.planning.gpu_probe",
@@ -38,6 +41,10 @@ _GENERIC: tuple[Rule, ...] = (
             "cases/plan/76-gpu-probe-cdi-host.yaml",
             "cases/plan/77-gpu-probe-recorded.yaml",
             "cases/plan/78-gpu-probe-runtime-host.yaml",
+            "cases/plan/225-gpu-probe-hook-only-host.yaml",
+            "cases/plan/226-gpu-probe-cdi-only-host.yaml",
+            "cases/plan/227-gpu-probe-no-plumbing.yaml",
+            "cases/plan/228-gpu-probe-cpu-profile-asks-nothing.yaml",
             "unit/steps/test_gpu_probe.py",
             "integration/test_gpu_probe_docker.py",
         ),

@@ -8,6 +8,7 @@ from typing import Any
 
 from kimik3_reconciler.engines.base import LogSigns
 from kimik3_reconciler.model.facts import ContainerFact, DockerGpus, GpuPlumbing, ImageFact, MountFact, RunningConfig
+from kimik3_reconciler.model.gpu_request import head_request
 from kimik3_reconciler.model.labels import (
     CONTAINER_FINGERPRINT,
     CONTAINER_INPUTS,
@@ -84,12 +85,18 @@ def _daemon_reads_cdi(info: dict[str, Any]) -> bool:
     return major.isdigit() and int(major) >= 25
 
 
-def parse_gpu_plumbing(info: dict[str, Any], cdi_specs: dict[str, str], toolkit: str) -> GpuPlumbing:
-    """GPU plumbing from docker info, the CDI spec files (path -> text) and the toolkit's --version output."""
+def parse_gpu_plumbing(info: dict[str, Any], cdi_specs: dict[str, str], toolkit: str, hook: bool) -> GpuPlumbing:
+    """The head's GPU plumbing: what its docker info says (as a node's), the CDI spec files (path -> text), the
+    toolkit's --version output and whether dockerd's PATH has the toolkit's hook (`HostPort.runtime_hook`)."""
     gpu_specs = tuple(sorted(path for path, text in cdi_specs.items() if parse_cdi_kind(text) == CDI_GPU))
+    api = parse_docker_gpus(info)
+    # A daemon that lists no devices (before 28.2): a spec of the kind is what there is to go on; none is no device.
+    devices = api.cdi_devices if api.cdi_devices is not None else None if gpu_specs else ()
     return GpuPlumbing(
-        cdi=bool(gpu_specs) and _daemon_reads_cdi(info),
-        runtime="nvidia" in (info.get("Runtimes") or {}),
+        runtime=api.runtime,
+        hook=hook,
+        reads_cdi=api.reads_cdi,
+        cdi_devices=devices,
         toolkit_version=parse_toolkit_version(toolkit),
         cdi_specs=gpu_specs,
     )
@@ -110,18 +117,26 @@ def parse_docker_gpus(info: dict[str, Any]) -> DockerGpus:
     )
 
 
-def collect_gpu_plumbing(docker: DockerPort, host: HostPort) -> GpuPlumbing:
+def collect_gpu_plumbing(docker: DockerPort, host: HostPort, toolkit: bool = True) -> GpuPlumbing:
     specs = {path: host.cdi_spec_text(path) for path in host.cdi_specs()}
-    return parse_gpu_plumbing(docker.info(), specs, host.container_toolkit_version())
+    version = host.container_toolkit_version() if toolkit else ""
+    return parse_gpu_plumbing(docker.info(), specs, version, host.runtime_hook())
+
+
+def docker_gives_gpus(docker: DockerPort, host: HostPort) -> bool:
+    """Docker can give containers GPUs here one way or the other (HostFacts.docker_gpus): the decision the GPU probe
+    and a cluster node's check make (model/gpu_request.py), for all GPUs; the toolkit's version is not needed."""
+    return head_request(collect_gpu_plumbing(docker, host, toolkit=False), "all") is not None
 
 
 def collect_gpu_probe(
     state: StatePort, plumbing: GpuPlumbing, driver: str | None, gpus: str | tuple[str, ...], host_gpus: int
 ) -> dict[str, Any] | None:
     """The passing probe record of this (driver, toolkit, request, GPUs), if any."""
-    if plumbing.request is None:
+    request = head_request(plumbing, gpus)
+    if request is None:
         return None
-    record = state.read(gpu_probe_key(driver, plumbing.toolkit_version, plumbing.request, gpus, host_gpus))
+    record = state.read(gpu_probe_key(driver, plumbing.toolkit_version, request, gpus, host_gpus))
     return record if record and record.get("passed") else None
 
 

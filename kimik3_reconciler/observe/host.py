@@ -10,6 +10,7 @@ import re
 from typing import Any, Literal
 
 from kimik3_reconciler.model.facts import FilesystemFact, GpuFact, GpuProcess, HostFacts, PortListener
+from kimik3_reconciler.observe.docker_objects import docker_gives_gpus
 from kimik3_reconciler.ports import DockerPort, HostPort
 
 
@@ -108,11 +109,6 @@ def parse_driver_cuda(dump: dict[str, Any]) -> tuple[int, int] | None:
     """NVML's CUDA driver version (13000 = 13.0, 12080 = 12.8) -> (major, minor); None when not recorded."""
     value = dump.get("cuda_driver")
     return (value // 1000, value % 1000 // 10) if isinstance(value, int) and value > 0 else None
-
-
-def parse_docker_gpu(info: dict[str, Any], cdi_specs: list[str]) -> bool:
-    """The NVIDIA container runtime is registered, or a CDI spec for nvidia.com/gpu exists."""
-    return "nvidia" in (info.get("Runtimes") or {}) or any("nvidia" in name for name in cdi_specs)
 
 
 def _unescape_mount_field(field: str) -> str:
@@ -245,6 +241,6 @@ def collect_host(
         ram_available=ram_available,
         numa_balancing=parse_numa_balancing(host.numa_balancing()),
         nvidia_module=parse_nvidia_module(host.nvidia_version()),
-        docker_gpus=parse_docker_gpu(docker.info(), host.cdi_specs()) if docker is not None else None,
+        docker_gpus=docker_gives_gpus(docker, host) if docker is not None else None,
         listeners=tuple(listener for port in ports for listener in collect_listeners(host, port, our_pids)),
     )

@@ -1,9 +1,10 @@
 """Plan the GPU probe: before anything is downloaded, built or launched, a real container must see the
 profile's GPUs (seed 000 step 1: `docker run --rm --device nvidia.com/gpu=all --entrypoint nvidia-smi …`).
 
-A CDI spec file or a registered runtime says the toolkit was installed, not that it works: a stale CDI
-spec after a driver upgrade, or a daemon that ignores CDI, passes that look and fails the first launch,
-after a download of hundreds of GB. The probe runs once per (driver, toolkit, request, GPUs) and is recorded;
+Which way containers ask (CDI devices or `--gpus`) is decided by model/gpu_request.py, as for a cluster node's
+members. A CDI spec file, a registered runtime or the toolkit's hook says the toolkit was installed, not that it
+works: a stale CDI spec after a driver upgrade, or a daemon that ignores CDI, passes that look and fails the first
+launch, after a download of hundreds of GB. The probe runs once per (driver, toolkit, request, GPUs) and is recorded;
 the CPU variant (`gpus: none`) never probes.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from kimik3_reconciler.errors import PlanError
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.gpu_request import head_request, missing
 from kimik3_reconciler.model.labels import PROFILE_LABEL
 from kimik3_reconciler.model.plan import Action, Step
 from kimik3_reconciler.model.records import gpu_probe_key
@@ -35,13 +37,14 @@ def render_probe(desired: Desired, observed: Observed) -> GpuProbe | None:
     gpus = gpus_of(profile)
     if gpus == "none" or plumbing is None:
         return None
-    request = plumbing.request
+    request = head_request(plumbing, gpus)
     if request is None:
         # rule: gpu-plumbing-probe
+        # Neither way is shown (the same decision as a cluster node's): the first launch would fail after a download.
+        cdi = missing(plumbing, "cdi", gpus, here=True)
+        runtime = missing(plumbing, "runtime", gpus, here=True) or ""
         raise PlanError(
-            "Docker cannot give containers GPUs here: no CDI spec of nvidia.com/gpu in /etc/cdi or "
-            "/var/run/cdi that the daemon reads, and no nvidia runtime; install nvidia-container-toolkit "
-            "and run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`"
+            f"gpus: Docker cannot give containers GPUs here: it has {cdi}; nor {runtime.removeprefix('no ')}"
         )
     # Any local image will do (the toolkit injects nvidia-smi): the profile's own if built, else its runtime base.
     build = desired.build

@@ -261,10 +261,10 @@ def checkpoint_findings(
     refusals += foreign_gpu_processes(profile, gpus, stoppable)
     if host.docker_gpus is False:
         # rule: gpu-plumbing-probe
-        # No CDI spec and no nvidia runtime: no container can get a GPU.
+        # Neither CDI nor `--gpus` (runtime or hook; model/gpu_request.py): no container can get a GPU.
         refusals.append(
-            "Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi "
-            "or the nvidia runtime)"
+            "Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi, "
+            "the nvidia runtime, or its nvidia-container-runtime-hook on dockerd's PATH)"
         )
     weights = sum(f.size for f in observed.model.files if f.path.endswith(".safetensors")) // needs.hosts
     used = gpus[:here] if len(gpus) >= here else gpus

@@ -16,6 +16,7 @@ from kimik3_reconciler.engines import ServingEngine, engine_for
 from kimik3_reconciler.engines.base import EnginePlan, NodeLaunch
 from kimik3_reconciler.errors import InputError, PlanError
 from kimik3_reconciler.model.facts import Observed
+from kimik3_reconciler.model.gpu_request import head_request
 from kimik3_reconciler.model.hashing import fingerprint
 from kimik3_reconciler.model.labels import (
     API_KEY_MOUNT,
@@ -83,11 +84,15 @@ def repo_dir(cache_dir: str, repo: str) -> str:
     return str(PurePosixPath(cache_dir) / ("models--" + repo.replace("/", "--")))
 
 
-def gpu_request(observed: Observed) -> str:
-    """How containers ask for GPUs here: CDI devices when the host has CDI (the seed's
-    `--device nvidia.com/gpu=all`), the nvidia runtime (`--gpus`) otherwise or when not observed."""
+def gpu_request(observed: Observed, gpus: str | tuple[str, ...]) -> str:
+    """How containers ask for `gpus` here, decided as for a cluster node's (model/gpu_request.py): CDI devices where
+    the host has CDI with them (the seed's `--device nvidia.com/gpu=all`), else `--gpus` where the nvidia runtime or
+    the toolkit's hook gives it; "runtime" when not observed, or when nothing gives GPUs (planning/gpu_probe.py
+    refuses that first)."""
     plumbing = observed.gpu_plumbing
-    return "cdi" if plumbing is not None and plumbing.request == "cdi" else "runtime"
+    if plumbing is None or gpus == "none":  # not observed, or a CPU container: it asks nothing
+        return "runtime"
+    return head_request(plumbing, gpus) or "runtime"
 
 
 def _container_gpus(gpus: str | tuple[int | str, ...]) -> str | tuple[str, ...]:
@@ -166,7 +171,7 @@ def launch_input(
         bind=bind,
         threads=observed.host.physical_cores,
         draft_device=engine.draft_device(profile, host_gpus),
-        gpu_request=gpu_request(observed),
+        gpu_request=gpu_request(observed, gpus_of(profile)),
         rpc=rpc_endpoints(profile),
         worker_fingerprints=worker_fingerprints(profile, image_tag, image_fp),
         knobs=getattr(profile, profile.engine, None),  # the engine's own section (`vllm:`); llama.cpp has none

@@ -214,7 +214,7 @@ def plan_gate(desired: Desired, observed: Observed, planned: tuple[Step, ...] = 
         gpus=gpus_of(profile),
         reference_flags=gate_flags(desired.engine, reference_serve(profile), launch.threads, candidate=False),
         candidate_flags=gate_flags(desired.engine, launch.serve, launch.threads, candidate=True),
-        gpu_request=gpu_request(observed),
+        gpu_request=gpu_request(observed, gpus_of(profile)),
         max_kld=gate.max_kld,
         min_top_token_agreement=gate.min_top_token_agreement,
         record_key=gate_key(model.repo, model.revision, model.quant),

@@ -27,7 +27,7 @@ def render_smoke(profile: Profile, observed: Observed, image: ImageBuild, engine
         image_fingerprint=image.fingerprint,
         command=command,
         gpus=gpus_of(profile),
-        gpu_request=gpu_request(observed),
+        gpu_request=gpu_request(observed, gpus_of(profile)),
         labels=((PROFILE_LABEL, profile.name), ("kimik3.role", "smoke")),
         engine=engine.name,
     )

@@ -10,17 +10,15 @@ loopback), and the prefix-cache hits read from the servers' own counters through
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from support.llama_replicas import DEMO_IMAGE, MODEL_NAME, Replicas, free_port, write_model
-from support.realparts import converged_demo, require_docker_and_demo_hub
+from support.llama_replicas import MODEL_NAME, Replicas
+from support.replica_rig import demo_replicas, smg_over
 
-from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_smg
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.engines.base import PrefixCacheTokens
 from kimik3_reconciler.fleet.server_load import series_sum
@@ -32,28 +30,14 @@ SERIES = engine_for("llamacpp").series
 
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
-    require_docker_and_demo_hub()
-    if subprocess.run(["docker", "image", "inspect", DEMO_IMAGE], capture_output=True).returncode:
-        with contextmanager(converged_demo)(tmp_path_factory.mktemp("demo-image"), "k3rp-build", 19441):
-            pass  # builds the demo's image (cached by layer) and removes its container
-    model = write_model(tmp_path_factory.mktemp("router-policy-model"))
-    with Replicas(model, prefix="k3rp") as started:
+    with demo_replicas(tmp_path_factory, "k3rp", 19441) as started:
         yield started
 
 
 @contextmanager
 def router(replicas: Replicas, policy: str, log: Path) -> Iterator[str]:
-    running = start_smg("127.0.0.1", free_port(), free_port(), policy, log)
-    control = SmgRouter(running.url, running.metrics_url)
-    try:
-        for url in replicas.urls:
-            control.add(url)
-        for url in replicas.urls:
-            control.wait_in_rotation(url, timeout_s=60)
-        yield running.url
-    finally:
-        control.close()
-        stop_smg(running)
+    with smg_over(replicas, policy, log) as smg:
+        yield smg.url
 
 
 def readings(replicas: Replicas) -> dict[str, PrefixCacheTokens | None]:

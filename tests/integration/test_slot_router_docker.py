@@ -14,15 +14,15 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import httpx
 import pytest
-from support.llama_replicas import DEMO_IMAGE, MODEL_NAME, Replicas, free_port, write_model
-from support.realparts import converged_demo, require_docker_and_demo_hub
+from support.llama_replicas import MODEL_NAME, Replicas, free_port
+from support.replica_rig import demo_replicas, smg_over
 
-from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg, stop_pid, stop_smg
+from kimik3_reconciler.adapters.router_smg import SmgRouter, stop_pid
 from kimik3_reconciler.adapters.slot_router import CONTROL_PREFIX
 from kimik3_reconciler.cli.fleet_router import start_proxy
 from kimik3_reconciler.fleet.router_layout import SMG_BEHIND, RouterLayout
@@ -41,27 +41,15 @@ class Rig:
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    require_docker_and_demo_hub()
-    if subprocess.run(["docker", "image", "inspect", DEMO_IMAGE], capture_output=True).returncode:
-        with contextmanager(converged_demo)(tmp_path_factory.mktemp("demo-image"), "k3sr-build", 19442):
-            pass  # builds the demo's image (cached by layer) and removes its container
     work = tmp_path_factory.mktemp("slot-router")
-    model = write_model(work)
     port, smg_port, metrics_port = free_port(), free_port(), free_port()
     base = "http://127.0.0.1"
     layout = RouterLayout(
         "slots", "127.0.0.1", f"{base}:{port}", f"{base}:{smg_port}", f"{base}:{metrics_port}", SMG_BEHIND, True
     )
     with ExitStack() as stack:
-        replicas = stack.enter_context(Replicas(model, prefix="k3sr"))
-        running = start_smg("127.0.0.1", smg_port, metrics_port, SMG_BEHIND, work / "smg.log")
-        stack.callback(stop_smg, running)
-        smg = SmgRouter(running.url, running.metrics_url)
-        stack.callback(smg.close)
-        for url in replicas.urls:
-            smg.add(url)
-        for url in replicas.urls:
-            smg.wait_in_rotation(url, timeout_s=60)
+        replicas = stack.enter_context(demo_replicas(tmp_path_factory, "k3sr", 19442))
+        smg = stack.enter_context(smg_over(replicas, SMG_BEHIND, work / "smg.log", smg_port, metrics_port))
         stack.callback(stop_pid, start_proxy(layout, work / "route.log"))
         yield Rig(replicas, layout.url, smg)
 

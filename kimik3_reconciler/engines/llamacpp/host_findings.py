@@ -123,10 +123,11 @@ def _gpu_refusals(profile: Profile, observed: Observed, stoppable: frozenset[int
         )
     if host.docker_gpus is False:
         # rule: gpu-plumbing-probe
-        # No CDI spec and no nvidia runtime: no container can get a GPU, so the probe has nothing to try.
+        # Neither CDI nor `--gpus` (runtime or hook; model/gpu_request.py): no container can get a GPU, so the probe
+        # has nothing to try.
         refusals.append(
-            "Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi "
-            "or the nvidia runtime)"
+            "Docker cannot give containers GPUs: install nvidia-container-toolkit (CDI specs in /etc/cdi, "
+            "the nvidia runtime, or its nvidia-container-runtime-hook on dockerd's PATH)"
         )
     return refusals
 

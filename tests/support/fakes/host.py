@@ -20,6 +20,7 @@ class FakeHost:
         self.mount_text = "/dev/nvme0n1p2 / ext4 rw,relatime 0 0\n"  # /proc/self/mounts: one local root
         self.cdi: dict[str, str] = {}  # CDI spec path -> text
         self.toolkit = ""  # `nvidia-ctk --version` output
+        self.hook = False  # the toolkit's nvidia-container-runtime-hook on dockerd's PATH
         self.proc: dict[tuple[int, str], str] = {}  # (pid, "io" | "status") -> the /proc file's text
         self.cached: set[str] = set()  # paths the fake page cache holds (pre-read)
         self.preread_calls: list[tuple[list[str], int]] = []
@@ -70,6 +71,9 @@ class FakeHost:
 
     def cdi_spec_text(self, path: str) -> str:
         return self.cdi.get(path, "")
+
+    def runtime_hook(self) -> bool:
+        return self.hook
 
     def container_toolkit_version(self) -> str:
         return self.toolkit

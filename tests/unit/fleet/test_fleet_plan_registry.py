@@ -1,7 +1,8 @@
 """`kimik3 fleet plan --registry`: the rollout priced as `fleet apply --registry` runs it (fleet/pricing.py
 ImageShare, fleet/report.py): the first host rolled builds the image and pushes it, a host of its batch builds its
 own, every later host pulls it by digest before it leaves the router and compiles nothing; in the rendered plan and
-its JSON. Host plans are values here (the hosts' own `kimik3 plan --json` read: test_fleet_pricing.py)."""
+its JSON; and the wait for capacity a host not planned foretells. Host plans are values here (the hosts' own
+`kimik3 plan --json` read: test_fleet_pricing.py)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,17 @@ def test_a_first_host_that_holds_the_image_pushes_the_one_it_runs(fleet) -> None
     line = plan_lines(fleet, ANSWERS, plans, price_rollout(fleet.rollout, plans, REGISTRY))[-1]
     assert line.startswith("  image: the one a runs, pushed to 10.0.0.5:5000 once a is back in rotation; pulled by ")
     assert "(no later host's plan compiles)" in line and "builds its own" not in line
+
+
+def test_a_host_not_planned_names_the_capacity_wait_below_the_floor(fleet) -> None:  # noqa: ANN001
+    """d not planned (counted as not serving): the canary batch (a, b) would leave c alone, below the floor of 2."""
+    plans = {h: PLANS[h] for h in "abc"}
+    price = price_rollout(fleet.rollout, plans)
+    lines = plan_lines(fleet, ANSWERS[:3], plans, price)
+    assert (
+        "  canary: a, b at +0 s: a ~40 s downtime + ~10.0 min compile, b ~40 s downtime + ~10.0 min compile; 1 serving "
+        "meanwhile (below the floor of 2: fleet apply waits up to 60 s for the others' capacity, then keeps the host "
+        "in)"
+    ) in lines
+    assert any(line.endswith("if every drain takes its whole timeout (and each capacity wait)") for line in lines)
+    assert plan_document(fleet, ANSWERS[:3], plans, price)["rollout"]["batches"][0]["capacity_wait_s"] == 60.0

@@ -286,3 +286,23 @@ def test_a_hosts_steps_read_as_kimik3_plan_prints_them_escaped() -> None:
         "      cost: predicted downtime ~40 s",
         "      warning: \\x1b[31mred",
     )
+
+
+@pytest.mark.parametrize(("hosts", "max_unavailable"), [(1, 1), (3, 1), (5, 2), (6, 3), (7, 2)])
+def test_a_rollout_to_plan_never_waits_for_capacity(hosts: int, max_unavailable: int) -> None:
+    """Each batch is back in rotation before the next leaves (cli/fleet_apply.py waits for it), and a batch is at
+    most max_unavailable hosts: the others in rotation are never below the floor, so `_leaving` never waits."""
+    names = tuple("abcdefg"[:hosts])
+    price = price_rollout(policy(names, names[:1], max_unavailable), {h: plan(h) for h in names})
+    assert price.batches and all(b.capacity_wait_s == 0 and b.serving >= price.min_serving for b in price.batches)
+    assert price.duration_max_s == price.duration_s + len(price.batches) * 60
+
+
+def test_a_batch_left_below_the_floor_by_a_host_not_planned_waits_the_drain_timeout() -> None:
+    """c was not planned (counted as not serving): taking a out leaves 1 in rotation of a floor of 2, so fleet apply
+    waits up to the drain timeout for the others' capacity (then refuses to take a out): priced in the longest
+    duration; b's batch, after a is back, waits the same (c still out)."""
+    price = price_rollout(policy(drain_s=60.0), {"a": plan("a"), "b": plan("b")})
+    assert [(b.hosts, b.serving, b.capacity_wait_s) for b in price.batches] == [(("a",), 1, 60.0), (("b",), 1, 60.0)]
+    assert price.min_serving == 2
+    assert price.duration_s == 80 and price.duration_max_s == 80 + 2 * 60 + 2 * 60

@@ -10,7 +10,7 @@ import pytest
 from test_plan_file import SAMPLES
 
 from kimik3_reconciler.engines.llamacpp.sizing import manual_split
-from kimik3_reconciler.model.facts import GpuFact, HostFacts, RunningConfig
+from kimik3_reconciler.model.facts import DockerGpus, GpuFact, GpuPlumbing, HostFacts, RunningConfig
 from kimik3_reconciler.model.profile import ServeSpec, from_tree
 
 
@@ -77,3 +77,18 @@ def test_facts_and_profile_values_are_frozen_and_convert_input_as_pydantic_did()
     serve = from_tree({"@model": "ServeSpec", "fields": {"port": 8080, "n_cpu_moe": None, "extra_args": []}})
     assert isinstance(serve, ServeSpec) and not manual_split(serve)
     assert manual_split(serve.model_copy(update={"n_cpu_moe": 3})) and serve.n_cpu_moe is None
+
+
+def test_a_fact_that_extends_another_keeps_its_defaults_and_may_override_one() -> None:
+    """GpuPlumbing extends DockerGpus (the head's plumbing is a node's plus what the head's files show): the
+    parent's defaults hold for the child, and the child's own default for `hook` (seen on the head) wins."""
+    head = GpuPlumbing(toolkit_version="1.18.0")
+    assert (head.runtime, head.reads_cdi, head.cdi_devices, head.hook, head.cdi_specs) == (
+        False,
+        False,
+        None,
+        False,
+        (),
+    )
+    assert DockerGpus().hook is None  # a node's hook: unseen
+    assert GpuPlumbing(cdi_devices=["nvidia.com/gpu=0"]).cdi_devices == ("nvidia.com/gpu=0",)

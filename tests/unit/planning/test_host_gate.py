@@ -24,6 +24,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 GIB = 1 << 30
 H200_NVML = json.loads((FIXTURES / "h200" / "nvml.json").read_text())
 H200_HOST = (FIXTURES / "h200" / "host.txt").read_text()
+CDI_SPEC = "---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: all\n"
 SEED_Q2 = model_fact(shards=1, size=802 * GIB)  # seed 000's UD-Q2_K_XL: 802 GiB
 
 
@@ -61,6 +62,12 @@ class RecordedHost:
     def cdi_specs(self) -> list[str]:
         return self.cdi
 
+    def cdi_spec_text(self, path: str) -> str:
+        return CDI_SPEC  # what `nvidia-ctk cdi generate` writes opens so (the H200's spec was not recorded)
+
+    def runtime_hook(self) -> bool:
+        return False  # the toolkit's hook alone: tests/unit/steps/test_gpu_probe.py
+
     def tailscale_ipv4(self) -> str | None:
         return None
 
@@ -70,7 +77,7 @@ class RecordedHost:
 
 class NoDocker:
     def info(self) -> dict:
-        return {"Runtimes": {"runc": {}}}
+        return {"Runtimes": {"runc": {}}, "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"]}  # a Docker 27+, CDI on
 
 
 def profile(**changes: str):

@@ -36,7 +36,8 @@ written by hand.
       systemd: {booted: true, unit: absent | installed | edited, enabled: bool, active: active,
                 exporter_unit: absent | installed | edited,       # <unit>-metrics.service `previous` installed
                 front_unit: absent | installed}                   # <unit>-front.service (metrics.handover)
-      gpu_plumbing: {cdi: true, runtime: false, toolkit_version: 1.17.4}  # GpuPlumbing (default: not observed)
+      gpu_plumbing: {reads_cdi: true, runtime: false, hook: false, cdi_devices: [nvidia.com/gpu=all],  # GpuPlumbing
+                     toolkit_version: 1.17.4}   # (default: not observed); cdi_devices unset: the daemon lists none
       gpu_probe: {date: ..., seen: ...}                       # the passing probe record of this plumbing
       workers: {name: {image: previous | absent, container: {state: running, restarted: true} | absent,
                        port_open: true, listeners: [addr], same_daemon: false, error: "ssh: ...",

@@ -9,7 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from test_slot_route_records import quoted
+from support.bench_tables import quoted, table_rows
 
 from bench.agent_trace import coding_agent_trace, replica_sizing, reuse_bounds
 from bench.fleet_cache import summary
@@ -38,15 +38,10 @@ def test_every_run_is_whole_two_at_least_and_no_request_failed():
 
 
 def test_the_table_in_the_docs_is_the_runs():
-    for invocation, runs in enumerate(RECORD["invocations"], 1):
-        for run, phases in enumerate(runs, 1):
-            for p in phases:
-                row = (
-                    f"| {invocation}, {run} | {p['policy']} | {100 * p['hit_rate']:.1f} % | {p['ttft_p50']:.2f} s | "
-                    f"{p['ttft_p95']:.2f} s | {p['seconds']:.0f} s | {'/'.join(f'{x:.2f}' for x in p['share'])} | "
-                    f"{'/'.join(str(h) for h in p['held_max'])} |"
-                )
-                assert row in DOCS, row
+    rows = list(table_rows(RECORD["invocations"], held=True))
+    assert len(rows) == len(RUNS) * len(POLICIES)  # a row for each policy of each run
+    for row in rows:
+        assert row in DOCS, row
 
 
 def test_the_ratios_against_round_robin_in_the_docs_follow_from_the_runs():

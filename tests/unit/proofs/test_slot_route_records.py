@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.bench_tables import quoted, table_rows
 
 from bench.fleet_cache import summary as cache_summary
 from bench.fleet_cache_rollout import summary as rollout_summary
@@ -17,14 +18,6 @@ from bench.fleet_cache_rollout import summary as rollout_summary
 ROOT = Path(__file__).resolve().parents[3]
 RECORD = json.loads((ROOT / "tests" / "fixtures" / "bench" / "slot-route.json").read_text())
 DOCS = " ".join((ROOT / "docs" / "operations.md").read_text().split())
-
-
-def quoted(part: str) -> str:
-    """A summary's figures as the docs write them: `... x median 1.05 (min 1.05, max 1.07, 2 runs)` → `1.05× (1.05–1.07`."""
-    figures = part.split("median ", 1)[1]
-    middle = figures.split(" ")[0]
-    low, high = figures.split("min ")[1].split(",")[0], figures.split("max ")[1].split(",")[0]
-    return f"{middle}× ({low}–{high}"
 
 
 @pytest.mark.parametrize("invocation", [0, 1])
@@ -44,14 +37,10 @@ def test_the_steady_trace_ratios_in_the_docs_follow_from_the_runs(invocation: in
 
 
 def test_the_steady_trace_table_in_the_docs_is_the_runs():
-    for invocation, runs in enumerate(RECORD["fleet_cache"], 1):
-        for run, phases in enumerate(runs, 1):
-            for p in phases:
-                row = (
-                    f"| {invocation}, {run} | {p['policy']} | {100 * p['hit_rate']:.1f} % | {p['ttft_p50']:.2f} s | "
-                    f"{p['ttft_p95']:.2f} s | {p['seconds']:.0f} s | {'/'.join(f'{x:.2f}' for x in p['share'])} |"
-                )
-                assert row in DOCS, row
+    rows = list(table_rows(RECORD["fleet_cache"]))
+    assert len(rows) == sum(len(phases) for runs in RECORD["fleet_cache"] for phases in runs) > 0
+    for row in rows:
+        assert row in DOCS, row
 
 
 ROLLOUTS = {

@@ -13,6 +13,8 @@ from support.fakes import FAKE_PROFILE, fake_orchestrator
 
 from kimik3_reconciler.adapters.docker_engine import _device_requests
 from kimik3_reconciler.errors import GpuProbeFailed, PermanentError, PlanError
+from kimik3_reconciler.model.facts import DockerGpus
+from kimik3_reconciler.model.gpu_request import head_request
 from kimik3_reconciler.model.profile_source import parse_profile
 from kimik3_reconciler.model.specs import ContainerSpec
 from kimik3_reconciler.observe.docker_objects import (
@@ -47,14 +49,37 @@ def test_cdi_is_used_only_when_a_spec_declares_gpus_and_the_daemon_reads_cdi() -
         {"CDISpecDirs": ["/etc/cdi", "/var/run/cdi"], "Runtimes": {"runc": {}}},
         specs,
         "NVIDIA Container Toolkit CLI version 1.17.4",
+        hook=False,
     )
-    assert (seen.request, seen.cdi_specs, seen.toolkit_version) == ("cdi", ("/etc/cdi/nvidia.yaml",), "1.17.4")
+    assert (head_request(seen, "all"), seen.cdi_specs, seen.toolkit_version) == (
+        "cdi",
+        ("/etc/cdi/nvidia.yaml",),
+        "1.17.4",
+    )
+    assert seen.cdi_devices is None  # a daemon that lists none: the spec of the kind is what there is
     # Docker 27+ with CDI turned off lists no dirs; Docker 20 (this machine's) cannot do CDI at all.
-    off = parse_gpu_plumbing({"CDISpecDirs": [], "Runtimes": {"nvidia": {}}}, specs, "")
-    old = parse_gpu_plumbing({"ServerVersion": "20.10.24+dfsg1", "Runtimes": {"nvidia": {}}}, specs, "")
-    assert off.request == old.request == "runtime"
-    assert parse_gpu_plumbing({"ServerVersion": "26.1.0"}, specs, "").request == "cdi"
-    assert parse_gpu_plumbing({"ServerVersion": "28.2.2", "Runtimes": {"runc": {}}}, {}, "").request is None
+    off = parse_gpu_plumbing({"CDISpecDirs": [], "Runtimes": {"nvidia": {}}}, specs, "", hook=True)
+    old = parse_gpu_plumbing({"ServerVersion": "20.10.24+dfsg1", "Runtimes": {"nvidia": {}}}, specs, "", hook=True)
+    assert head_request(off, "all") == head_request(old, "all") == "runtime"
+    assert head_request(parse_gpu_plumbing({"ServerVersion": "26.1.0"}, specs, "", hook=False), "all") == "cdi"
+    bare = parse_gpu_plumbing({"ServerVersion": "28.2.2", "Runtimes": {"runc": {}}}, {}, "", hook=False)
+    assert bare.cdi_devices == () and head_request(bare, "all") is None
+
+
+def test_the_toolkits_hook_alone_gives_gpus_as_a_registered_runtime_does() -> None:
+    """dockerd gives `--gpus` through nvidia-container-runtime-hook on its PATH, no runtime registered (moby's nvidia
+    device driver): such a host asks that way, as does one with the runtime; the node check decides the same."""
+    info = {"ServerVersion": "28.2.2", "Runtimes": {"runc": {}}, "CDISpecDirs": ["/etc/cdi"], "DiscoveredDevices": []}
+    hook_only = parse_gpu_plumbing(info, {}, "", hook=True)
+    assert head_request(hook_only, "all") == head_request(hook_only, ("0", "1")) == "runtime"
+    assert head_request(parse_gpu_plumbing(info, {}, "", hook=False), "all") is None
+    # The daemon's own device list wins over the spec files: it lists nvidia.com/gpu=0 only.
+    listed = {**info, "DiscoveredDevices": [{"Source": "cdi", "ID": "nvidia.com/gpu=0"}]}
+    both = parse_gpu_plumbing(listed, {"/etc/cdi/nvidia.yaml": CDI_YAML}, "", hook=True)
+    assert (head_request(both, ("0",)), head_request(both, "all")) == ("cdi", "runtime")
+    # A node's Docker, read through its API alone, has the same fields and gets the same answer.
+    api = DockerGpus(runtime=False, hook=None, reads_cdi=True, cdi_devices=("nvidia.com/gpu=0",))
+    assert (head_request(api, ("0",)), head_request(api, "all")) == ("cdi", None)
 
 
 def test_cdi_and_runtime_requests_read_back_as_the_same_gpus_and_fingerprint() -> None:
