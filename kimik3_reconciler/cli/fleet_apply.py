@@ -44,32 +44,28 @@ def _write_record(path: Path, record: dict) -> None:
     tmp.replace(path)
 
 
-def worker_url(profile) -> str:  # noqa: ANN001 - model.profile.Profile
-    """Where the router reaches a host's server: serve.host (an address: the fleet refuses loopback) and port."""
-    host = profile.serve.host
-    return f"http://{'[' + host + ']' if ':' in host else host}:{profile.serve.port}"
+def worker_url(fleet_host) -> str:  # noqa: ANN001 - fleet.values.FleetHost
+    """Where the router reaches a host's server: its serve.host, or the host's address where it binds loopback (the
+    fleet allows that only where the router shares the host's loopback), and its port."""
+    from kimik3_reconciler.fleet.server_load import server_url
+
+    return server_url(fleet_host)
 
 
 def mirror_port(fleet_host) -> int:  # noqa: ANN001 - fleet.values.FleetHost
-    """The port a host's model mirror listens on: the host var kimik3_mirror_port, else fleet/playbook.py's."""
+    """The port a host's model mirror listens on: the host var kimik3_mirror_port, else fleet/host_vars.py's."""
     from kimik3_reconciler.errors import InputError
-    from kimik3_reconciler.fleet.playbook import MIRROR_PORT
+    from kimik3_reconciler.fleet.host_vars import mirror_port as port_of
 
-    port = fleet_host.vars.get("kimik3_mirror_port", MIRROR_PORT)
-    # An inventory var is the operator's text: refuse a port that is none, or the server's own, by name.
-    if (
-        isinstance(port, bool)
-        or not isinstance(port, int)
-        or not 0 < port < 65536
-        or port == fleet_host.profile.serve.port
-    ):
-        raise InputError(f"{fleet_host.name}: kimik3_mirror_port {port!r}: a TCP port (1-65535) other than serve.port")
+    port = port_of(fleet_host.vars)
+    if port is None:  # fleet validation refuses it at its line (fleet/listeners.py); a Fleet made elsewhere may not
+        raise InputError(f"{fleet_host.name}: kimik3_mirror_port: a TCP port (1-65535)")
     return port
 
 
 def mirror_urls(fleet) -> dict[str, str]:  # noqa: ANN001 - fleet.Fleet
     """Each host's model mirror (cli/fleet_mirror.py), on the address the router reaches it at: the site's."""
-    return {h.name: f"{worker_url(h.profile).rsplit(':', 1)[0]}:{mirror_port(h)}" for h in fleet.hosts}
+    return {h.name: f"{worker_url(h).rsplit(':', 1)[0]}:{mirror_port(h)}" for h in fleet.hosts}
 
 
 def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fleet
@@ -85,7 +81,7 @@ def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
     """The fleet's router converged (cli/fleet_router.py), every serving host in smg."""
     from kimik3_reconciler.cli.fleet_router import ensure_router
 
-    ensure_router(fleet, state_dir, {h.name: worker_url(h.profile) for h in fleet.hosts}, _serves)
+    ensure_router(fleet, state_dir, {h.name: worker_url(h) for h in fleet.hosts}, _serves)
 
 
 def _serves(url: str) -> bool:
@@ -178,7 +174,7 @@ def apply_cmd(
                     fleet_host.name,
                     connection,
                     command,
-                    worker_url(fleet_host.profile),
+                    worker_url(fleet_host),
                     str(profile_file),
                     (series.running, series.waiting),
                     mirror_port(fleet_host),
@@ -640,7 +636,7 @@ def router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fle
         router.close()
     rows = {}
     for fleet_host in fleet.hosts:
-        seen = listed.get(worker_url(fleet_host.profile))
+        seen = listed.get(worker_url(fleet_host))
         state = (
             "out"
             if seen is None
