@@ -129,7 +129,7 @@ def apply_cmd(
     ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, registry: str | None, json_out: bool
 ) -> None:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
-    from kimik3_reconciler.adapters.ansible_play import FleetLock
+    from kimik3_reconciler.adapters.ansible_play import FleetLock, ansible_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
     from kimik3_reconciler.engines import engine_for
     from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep
@@ -138,6 +138,9 @@ def apply_cmd(
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
     mirrors = mirror_urls(fleet)  # before anything runs: a bad kimik3_mirror_port is refused with nothing touched
+    if fleet.target == "ansible":
+        # The fleet extra missing: refused (exit 2) here, not after the router started and the lock was taken.
+        ansible_playbook()
     base = state_dir / "fleet" / fleet.name
     with FleetLock(base / "lock"):
         record_path = _record_path(state_dir, fleet.name)

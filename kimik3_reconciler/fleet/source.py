@@ -34,6 +34,9 @@ from kimik3_reconciler.model.profile_schema import Profile as ProfileSchema
 from kimik3_reconciler.model.profile_source import load_yaml, parse_profile, validation_problems
 
 MAX_FLEET_CHARS = 256 * 1024
+_FLEET_FILE = (
+    'a fleet file names its profile in `profile:` (docs/profile.md "The fleet file", profiles/fleet-demo.yaml)'
+)
 
 
 class _Problems:
@@ -55,6 +58,10 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     problems = _Problems(source, lines)
     problems.found += [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
     if data is None:
+        raise ProfileError(problems.found)
+    if isinstance(data, dict) and "kind" not in data and "model" in data:
+        # A profile given where a fleet file goes: one line saying so, not a required key and an unknown key each.
+        problems.add(("kind",), f"no kind: Fleet: a profile, not a fleet file: {_FLEET_FILE}")
         raise ProfileError(problems.found)
     data = _fixed_overrides(data, problems)
     data = _secret_values(data, problems)

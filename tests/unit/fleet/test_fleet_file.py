@@ -174,3 +174,21 @@ def test_the_router_reaches_a_host_bound_to_loopback_at_the_hosts_address(tmp_pa
     fleet = _fleet(tmp_path, HEAD + hosts + rest)
     assert [worker_url(h) for h in fleet.hosts] == ["http://127.0.0.1:18181", "http://10.0.0.2:18181"]
     assert mirror_urls(fleet) == {"a": "http://127.0.0.1:8089", "b": "http://10.0.0.2:8089"}
+
+
+def test_a_profile_given_as_a_fleet_file_and_a_fleet_file_given_as_a_profile_are_each_told_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """`kimik3 fleet plan profile.yaml` said 'kind: required' and an unknown key per section (9 lines); `kimik3 plan
+    fleet.yaml` 'model: required' and 'kind: unknown key'."""
+    from kimik3_reconciler.model.profile_source import parse_profile
+
+    with pytest.raises(ProfileError) as refused:
+        _fleet(tmp_path, DEMO.read_text())
+    assert [(p.line, p.field) for p in refused.value.problems] == [(1, "kind")]
+    assert "a profile, not a fleet file" in refused.value.problems[0].message
+    example = Path(__file__).parents[3] / "profiles" / "fleet-demo.yaml"
+    with pytest.raises(ProfileError) as refused:
+        parse_profile(example.read_text(), str(example))
+    assert [(p.line, p.field) for p in refused.value.problems] == [(4, "kind")]
+    assert "a fleet file (kind: Fleet), not a profile: `kimik3 fleet plan" in refused.value.problems[0].message

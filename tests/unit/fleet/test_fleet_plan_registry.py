@@ -100,3 +100,16 @@ def test_a_first_host_that_holds_the_image_pushes_the_one_it_runs(fleet) -> None
     line = plan_lines(fleet, ANSWERS, plans, price_rollout(fleet.rollout, plans, REGISTRY))[-1]
     assert line.startswith("  image: the one a runs, pushed to 10.0.0.5:5000 once a is back in rotation; pulled by ")
     assert "(no later host's plan compiles)" in line and "builds its own" not in line
+
+
+def test_hosts_not_planned_are_named_in_the_price_not_read_as_converged(fleet) -> None:  # noqa: ANN001
+    """Every host unreachable printed 'nothing to roll: no planned host has changes' (the demo fleet's first plan)."""
+    down = tuple(HostAnswer(h, None, "unreachable", f"{h} is unreachable over SSH") for h in "abcd")
+    lines = plan_lines(fleet, down, {}, price_rollout(fleet.rollout, {}))
+    assert "  not planned (above): a, b, c, d: priced without them, counted as not serving" in lines
+    assert "  nothing to roll: no host was planned" in lines
+    some = (*down[:2], *ANSWERS[2:])
+    plans = {h: PLANS[h] for h in "cd"}
+    lines = plan_lines(fleet, some, plans, price_rollout(fleet.rollout, plans))
+    assert "  not planned (above): a, b: priced without them, counted as not serving" in lines
+    assert not any("nothing to roll" in line for line in lines)
