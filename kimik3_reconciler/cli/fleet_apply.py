@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.cli import _err, _out, _run
+from kimik3_reconciler.cli.options import RegistryAddress
 from kimik3_reconciler.errors import PlanError, StepError
 
 
@@ -117,6 +118,7 @@ def _digest(texts: list[str]) -> str:
 @click.option(
     "--registry",
     default=None,
+    type=RegistryAddress(),
     help="the site's registry (ADDRESS:PORT, reached by the hosts' Docker daemons): the first host rolled pushes "
     "the image its server runs there, every later host pulls it by digest before its apply (no other host builds)",
 )
