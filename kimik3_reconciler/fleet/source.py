@@ -56,7 +56,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     written: dict[FieldPath, str] = {}
     data, lines, found = load_yaml(text, written)
     problems = _Problems(source, lines)
-    problems.found += [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
+    problems.found += [ProfileProblem(source, line, render_path(path), _fleet_words(m)) for line, path, m in found]
     if data is None:
         raise ProfileError(problems.found)
     if isinstance(data, dict) and "kind" not in data and "model" in data:
@@ -147,6 +147,13 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         target=spec.target,
         slurm=spec.slurm if spec.target == "slurm" else None,
     )
+
+
+def _fleet_words(message: str) -> str:
+    """The YAML reader's words (it reads profiles too) said of a fleet file."""
+    if message == "the profile is empty":
+        return "the fleet file is empty"
+    return message.replace("(apiVersion, name, model, ...)", "(apiVersion, kind, name, profile, inventory, ...)")
 
 
 def _fixed_overrides(data: Any, problems: _Problems) -> Any:
