@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.cli import _err, _out, _run
-from kimik3_reconciler.cli.options import RegistryAddress
+from kimik3_reconciler.cli.options import RegistryAddress, duration_option
 from kimik3_reconciler.errors import PlanError, StepError
 
 
@@ -100,12 +100,11 @@ def _digest(texts: list[str]) -> str:
 
 @click.command(name="apply")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
+@duration_option(
     "--traffic-timeout",
-    default=30.0,
-    show_default=True,
-    type=float,
-    help="seconds to wait, after a host is back in the router, for the router to send it a request",
+    "30s",
+    "how long to wait, after a host is back in the router, for the router to send it a request (30s, 2m, or seconds)",
+    minimum=0.0,
 )
 @click.option(
     "--install",
@@ -143,6 +142,8 @@ def apply_cmd(
     if fleet.target == "ansible":
         # The fleet extra missing: refused (exit 2) here, not after the router started and the lock was taken.
         ansible_playbook()
+    # The same for --install's wheelhouse and each host's kimik3_venv (the Ansible target installs; Slurm does not).
+    wheels = _install(wheelhouse, fleet) if wheelhouse and fleet.target == "ansible" else None
     base = state_dir / "fleet" / fleet.name
     with FleetLock(base / "lock"):
         record_path = _record_path(state_dir, fleet.name)
@@ -161,7 +162,6 @@ def apply_cmd(
         batches = [b for b in batches if b]
         if done:
             _err.print(f"resuming: {', '.join(sorted(done))} already rolled with these profiles", highlight=False)
-        wheels = _install(wheelhouse, fleet) if wheelhouse else None
         run_dir = base / "run"
         run_dir.mkdir(parents=True, exist_ok=True)
         install = _packed(*wheels, run_dir) if wheels else None
