@@ -190,5 +190,6 @@ def test_a_profile_given_as_a_fleet_file_and_a_fleet_file_given_as_a_profile_are
     example = Path(__file__).parents[3] / "profiles" / "fleet-demo.yaml"
     with pytest.raises(ProfileError) as refused:
         parse_profile(example.read_text(), str(example))
-    assert [(p.line, p.field) for p in refused.value.problems] == [(4, "kind")]
+    kind_line = example.read_text().splitlines().index("kind: Fleet") + 1
+    assert [(p.line, p.field) for p in refused.value.problems] == [(kind_line, "kind")]
     assert "a fleet file (kind: Fleet), not a profile: `kimik3 fleet plan" in refused.value.problems[0].message
