@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 
 from kimik3_reconciler.cli import _err, _out, _run
+from kimik3_reconciler.cli.options import RegistryAddress, duration_option
 from kimik3_reconciler.errors import PlanError, StepError
 
 
@@ -44,32 +45,28 @@ def _write_record(path: Path, record: dict) -> None:
     tmp.replace(path)
 
 
-def worker_url(profile) -> str:  # noqa: ANN001 - model.profile.Profile
-    """Where the router reaches a host's server: serve.host (an address: the fleet refuses loopback) and port."""
-    host = profile.serve.host
-    return f"http://{'[' + host + ']' if ':' in host else host}:{profile.serve.port}"
+def worker_url(fleet_host) -> str:  # noqa: ANN001 - fleet.values.FleetHost
+    """Where the router reaches a host's server: its serve.host, or the host's address where it binds loopback (the
+    fleet allows that only where the router shares the host's loopback), and its port."""
+    from kimik3_reconciler.fleet.server_load import server_url
+
+    return server_url(fleet_host)
 
 
 def mirror_port(fleet_host) -> int:  # noqa: ANN001 - fleet.values.FleetHost
-    """The port a host's model mirror listens on: the host var kimik3_mirror_port, else fleet/playbook.py's."""
+    """The port a host's model mirror listens on: the host var kimik3_mirror_port, else fleet/host_vars.py's."""
     from kimik3_reconciler.errors import InputError
-    from kimik3_reconciler.fleet.playbook import MIRROR_PORT
+    from kimik3_reconciler.fleet.host_vars import mirror_port as port_of
 
-    port = fleet_host.vars.get("kimik3_mirror_port", MIRROR_PORT)
-    # An inventory var is the operator's text: refuse a port that is none, or the server's own, by name.
-    if (
-        isinstance(port, bool)
-        or not isinstance(port, int)
-        or not 0 < port < 65536
-        or port == fleet_host.profile.serve.port
-    ):
-        raise InputError(f"{fleet_host.name}: kimik3_mirror_port {port!r}: a TCP port (1-65535) other than serve.port")
+    port = port_of(fleet_host.vars)
+    if port is None:  # fleet validation refuses it at its line (fleet/listeners.py); a Fleet made elsewhere may not
+        raise InputError(f"{fleet_host.name}: kimik3_mirror_port: a TCP port (1-65535)")
     return port
 
 
 def mirror_urls(fleet) -> dict[str, str]:  # noqa: ANN001 - fleet.Fleet
     """Each host's model mirror (cli/fleet_mirror.py), on the address the router reaches it at: the site's."""
-    return {h.name: f"{worker_url(h.profile).rsplit(':', 1)[0]}:{mirror_port(h)}" for h in fleet.hosts}
+    return {h.name: f"{worker_url(h).rsplit(':', 1)[0]}:{mirror_port(h)}" for h in fleet.hosts}
 
 
 def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fleet
@@ -85,7 +82,7 @@ def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
     """The fleet's router converged (cli/fleet_router.py), every serving host in smg."""
     from kimik3_reconciler.cli.fleet_router import ensure_router
 
-    ensure_router(fleet, state_dir, {h.name: worker_url(h.profile) for h in fleet.hosts}, _serves)
+    ensure_router(fleet, state_dir, {h.name: worker_url(h) for h in fleet.hosts}, _serves)
 
 
 def _serves(url: str) -> bool:
@@ -103,12 +100,11 @@ def _digest(texts: list[str]) -> str:
 
 @click.command(name="apply")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
+@duration_option(
     "--traffic-timeout",
-    default=30.0,
-    show_default=True,
-    type=float,
-    help="seconds to wait, after a host is back in the router, for the router to send it a request",
+    "30s",
+    "how long to wait, after a host is back in the router, for the router to send it a request (30s, 2m, or seconds)",
+    minimum=0.0,
 )
 @click.option(
     "--install",
@@ -121,6 +117,7 @@ def _digest(texts: list[str]) -> str:
 @click.option(
     "--registry",
     default=None,
+    type=RegistryAddress(),
     help="the site's registry (ADDRESS:PORT, reached by the hosts' Docker daemons): the first host rolled pushes "
     "the image its server runs there, every later host pulls it by digest before its apply (no other host builds)",
 )
@@ -133,7 +130,7 @@ def apply_cmd(
     ctx: click.Context, file: str, traffic_timeout: float, wheelhouse: str | None, registry: str | None, json_out: bool
 ) -> None:
     """Roll the fleet file's profile across its hosts through Ansible, batch by batch, behind the router."""
-    from kimik3_reconciler.adapters.ansible_play import FleetLock
+    from kimik3_reconciler.adapters.ansible_play import FleetLock, ansible_playbook
     from kimik3_reconciler.cli.fleet_cmd import load_fleet
     from kimik3_reconciler.engines import engine_for
     from kimik3_reconciler.fleet.playbook import RolloutHost, RouterStep
@@ -142,6 +139,11 @@ def apply_cmd(
     state_dir = Path(ctx.obj["state_dir"])  # --state-dir, else $KIMIK3_STATE_DIR, else the default (cli.main)
     fleet = load_fleet(file)
     mirrors = mirror_urls(fleet)  # before anything runs: a bad kimik3_mirror_port is refused with nothing touched
+    if fleet.target == "ansible":
+        # The fleet extra missing: refused (exit 2) here, not after the router started and the lock was taken.
+        ansible_playbook()
+    # The same for --install's wheelhouse and each host's kimik3_venv (the Ansible target installs; Slurm does not).
+    wheels = _install(wheelhouse, fleet) if wheelhouse and fleet.target == "ansible" else None
     base = state_dir / "fleet" / fleet.name
     with FleetLock(base / "lock"):
         record_path = _record_path(state_dir, fleet.name)
@@ -160,7 +162,6 @@ def apply_cmd(
         batches = [b for b in batches if b]
         if done:
             _err.print(f"resuming: {', '.join(sorted(done))} already rolled with these profiles", highlight=False)
-        wheels = _install(wheelhouse, fleet) if wheelhouse else None
         run_dir = base / "run"
         run_dir.mkdir(parents=True, exist_ok=True)
         install = _packed(*wheels, run_dir) if wheels else None
@@ -178,7 +179,7 @@ def apply_cmd(
                     fleet_host.name,
                     connection,
                     command,
-                    worker_url(fleet_host.profile),
+                    worker_url(fleet_host),
                     str(profile_file),
                     (series.running, series.waiting),
                     mirror_port(fleet_host),
@@ -640,7 +641,7 @@ def router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fle
         router.close()
     rows = {}
     for fleet_host in fleet.hosts:
-        seen = listed.get(worker_url(fleet_host.profile))
+        seen = listed.get(worker_url(fleet_host))
         state = (
             "out"
             if seen is None

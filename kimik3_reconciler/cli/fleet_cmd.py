@@ -13,7 +13,7 @@ import click
 
 from kimik3_reconciler.cli import _err, _out, _run
 from kimik3_reconciler.cli.inputs import read_text
-from kimik3_reconciler.cli.options import CHANGES_PENDING, LazyGroup, duration_option
+from kimik3_reconciler.cli.options import CHANGES_PENDING, LazyGroup, RegistryAddress, duration_option
 from kimik3_reconciler.errors import InputError, ProfileError
 
 
@@ -154,6 +154,7 @@ def _router_rows(fleet) -> dict:  # noqa: ANN001 - fleet.Fleet -> {host name: fl
 @click.option(
     "--registry",
     default=None,
+    type=RegistryAddress(),
     help="price the rollout as `fleet apply --registry` makes it: the image built once, pulled by the later hosts",
 )
 @click.pass_context

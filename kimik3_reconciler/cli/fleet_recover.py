@@ -38,7 +38,7 @@ class _Router:
         from kimik3_reconciler.cli.fleet_apply import _take_out, server_in_flight, server_key, worker_url
         from kimik3_reconciler.engines import engine_for
 
-        url = worker_url(host.profile)
+        url = worker_url(host)
         if self.router.find(url) is None:
             return "not in the router"
         # As the rollout's `router: out` (and Slurm's): the drain waits for the server's own running and queued
@@ -51,7 +51,7 @@ class _Router:
     def put_back(self, host) -> str:  # noqa: ANN001
         from kimik3_reconciler.cli.fleet_apply import _put_back, worker_url
 
-        return "back " + _put_back(self.router, host.name, worker_url(host.profile), self.traffic_timeout_s)
+        return "back " + _put_back(self.router, host.name, worker_url(host), self.traffic_timeout_s)
 
     def close(self) -> None:
         self.router.close()

@@ -41,7 +41,7 @@ class _SlurmRouter:
         from kimik3_reconciler.cli.fleet_apply import _take_out, server_in_flight, server_key, worker_url
         from kimik3_reconciler.engines import engine_for
 
-        url = worker_url(host.profile)
+        url = worker_url(host)
         series = engine_for(host.profile.engine).series
         policy = self.fleet.rollout
         _take_out(
@@ -57,7 +57,7 @@ class _SlurmRouter:
     def put_back(self, host, failed_gate: str | None) -> str:  # noqa: ANN001 - fleet.FleetHost
         from kimik3_reconciler.cli.fleet_apply import _put_back, _read_record, _write_record, server_key, worker_url
 
-        url, key = worker_url(host.profile), server_key(host.profile, host.name)
+        url, key = worker_url(host), server_key(host.profile, host.name)
         rotation = _put_back(self.router, host.name, url, self.traffic_timeout_s, api_key=key)
         record = _read_record(self.record_path)
         if failed_gate:

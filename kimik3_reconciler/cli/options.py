@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
@@ -53,6 +54,22 @@ class Duration(click.ParamType):
         if seconds < self.minimum:
             self.fail(f"{value} is too short: at least {self.minimum:g}s", param, ctx)
         return seconds
+
+
+class RegistryAddress(click.ParamType):
+    """The site's registry as Docker names one in an image reference, ADDRESS:PORT (a name, an IPv4 address or
+    [IPv6]): refused here, not when the first host pushes to it halfway through a rollout."""
+
+    name = "address:port"
+    _SHAPE = re.compile(
+        r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\]):(\d{1,5})"
+    )
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201 - click's signature
+        shape = self._SHAPE.fullmatch(str(value))
+        if shape is None or not 0 < int(shape.group(1)) < 65536:
+            self.fail(f"{value!r} is not ADDRESS:PORT (e.g. 10.0.0.5:5000; no scheme, no path)", param, ctx)
+        return str(value)
 
 
 def _lock_timeout_knob(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float:

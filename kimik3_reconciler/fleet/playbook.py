@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kimik3_reconciler.fleet.host_vars import MIRROR_PORT
+
 ROLLOUT_GROUP = "kimik3_rollout"
 SITE_GROUP = "kimik3_site"  # every host of the fleet: each serves its verified model files to the others
-MIRROR_PORT = 8089  # the model mirror's port on each host, unless the host var kimik3_mirror_port says otherwise
 MIRROR_LIFETIME_S = 6 * 3600  # a mirror ends itself after this long (a controller killed midway never stops it)
 GATES = ("apply", "converged", "verify")
 

@@ -131,8 +131,16 @@ def plan_lines(
         f"rollout: {price.hosts} hosts, at most {price.hosts - price.min_serving} out at once "
         f"(at least {price.min_serving} serving)"
     )
+    unplanned = [a.host for a in answers if not a.ok]
+    if unplanned:
+        # Priced without them (fleet/pricing.py): "nothing to roll" alone read as "converged" when no host answered.
+        lines.append(f"  not planned (above): {', '.join(unplanned)}: priced without them, counted as not serving")
     if not price.batches:
-        lines.append("  nothing to roll: no planned host has changes")
+        lines.append(
+            "  nothing to roll: no planned host has changes"
+            if len(unplanned) < len(answers)
+            else "  nothing to roll: no host was planned"
+        )
     pulls = set(price.image.pullers) if price.image else set()
     for i, batch in enumerate(price.batches, 1):
         what = "canary" if batch.canary else f"batch {i}"

@@ -6,6 +6,7 @@ the policy against the host count, each host's effective profile) are fleet/sour
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
@@ -42,6 +43,33 @@ GroupName = _matching(GROUP_NAME, "an Ansible group name: letters, digits and '_
 HostName = _matching(HOST_NAME, "an inventory host name: letters, digits, '.', '-', '_' or ':' (a name or an address)")
 MemberName = _matching(r"[A-Za-z0-9_][A-Za-z0-9._:-]{0,252}", "a group or host name of the inventory")
 Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _check_command(value: Any) -> Any:
+    # One word: ssh runs it as one argv word (shlex.join), so "kimik3 --state-dir /srv" would name a program so called.
+    if isinstance(value, str) and re.fullmatch(r"\S+", value):
+        return value
+    if isinstance(value, list) and value and all(isinstance(w, str) and w for w in value):
+        return value
+    raise refuse(
+        "a path to kimik3 (one word), or an argv list: its arguments as a list, e.g. "
+        "[/opt/k3/bin/kimik3, --state-dir, /srv]"
+    )
+
+
+KimikCommand = Annotated[
+    Any,
+    AfterValidator(_check_command),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^\S+$"},
+                {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+            ]
+        }
+    ),
+]
+AbsoluteDir = _matching(r"/.*", "must be an absolute path on that host (what the profile's relative paths mean there)")
 PinnedVersion = _matching(
     r"[0-9]+\.[0-9]+\.[0-9]+",
     "must be one exact release, e.g. \"1.13.0\" (quote it): a range or 'latest' moves under a running fleet",
@@ -81,16 +109,12 @@ class HostVars(BaseModel):
     )
     ansible_ssh_common_args: str | None = Field(None, description="more ssh options, e.g. -o UserKnownHostsFile=F")
     ansible_ssh_extra_args: str | None = Field(None, description="ssh options for ssh only (as Ansible)")
-    kimik3_command: (
-        Annotated[str, Field(min_length=1)]
-        | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
-        | None
-    ) = Field(
+    kimik3_command: KimikCommand | None = Field(
         None,
         description="how kimik3 is run on the host: a path or an argv list, e.g. [/opt/kimik3/bin/kimik3] "
         "(default: kimik3 on the login PATH)",
     )
-    kimik3_profile_dir: Annotated[str, Field(pattern="^/")] | None = Field(
+    kimik3_profile_dir: AbsoluteDir | None = Field(
         None,
         description="the folder the profile's relative paths mean on this host (absolute; default: the "
         "profile's folder here)",

@@ -17,10 +17,12 @@ from kimik3_reconciler.fleet.values import FleetHost
 
 
 def server_url(host: FleetHost) -> str:
-    """http://ADDRESS:PORT of the host's server as seen from elsewhere (fleet validation refuses a loopback bind
-    on a host the router cannot reach through its own loopback)."""
+    """http://ADDRESS:PORT of the host's server where the router reaches it: the address it binds. A loopback bind is
+    127.0.0.1 (planning/launch.py), reached from the router's machine only (fleet validation refuses it elsewhere);
+    not the host's address, which may be `localhost` (::1 first) or another loopback address the server does not
+    bind. serve.host: tailscale is refused in a fleet (fleet/listeners.py): only the host knows that address."""
     bind = host.profile.serve.host
-    address = host.address if bind in ("loopback", "tailscale") else bind
+    address = "127.0.0.1" if bind == "loopback" else host.address if bind == "tailscale" else bind
     try:
         if ipaddress.ip_address(address).version == 6:
             address = f"[{address}]"

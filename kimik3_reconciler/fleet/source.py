@@ -19,8 +19,10 @@ from pydantic import ValidationError
 from kimik3_reconciler.errors import InputError, ProfileError, ProfileProblem
 from kimik3_reconciler.fleet.effective import override_paths, with_absolute_paths, with_overrides
 from kimik3_reconciler.fleet.groups import cluster_of, conflicts
+from kimik3_reconciler.fleet.host_vars import secret_vars
 from kimik3_reconciler.fleet.hot_prompts import parse_hot_prompts
 from kimik3_reconciler.fleet.inventory import Inventory, read_inventory
+from kimik3_reconciler.fleet.listeners import clashes, unreachable
 from kimik3_reconciler.fleet.router_layout import DEFAULT_POLICY
 from kimik3_reconciler.fleet.schema import OVERRIDABLE, FleetFile
 from kimik3_reconciler.fleet.values import Fleet, FleetHost, RolloutPolicy, RouterPlacement
@@ -32,7 +34,9 @@ from kimik3_reconciler.model.profile_schema import Profile as ProfileSchema
 from kimik3_reconciler.model.profile_source import load_yaml, parse_profile, validation_problems
 
 MAX_FLEET_CHARS = 256 * 1024
-_LOOPBACK = re.compile(r"localhost|127(\.\d{1,3}){3}|::1")
+_FLEET_FILE = (
+    'a fleet file names its profile in `profile:` (docs/profile.md "The fleet file", profiles/fleet-demo.yaml)'
+)
 
 
 class _Problems:
@@ -52,15 +56,22 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     written: dict[FieldPath, str] = {}
     data, lines, found = load_yaml(text, written)
     problems = _Problems(source, lines)
-    problems.found += [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
+    problems.found += [ProfileProblem(source, line, render_path(path), _fleet_words(m)) for line, path, m in found]
     if data is None:
         raise ProfileError(problems.found)
+    if isinstance(data, dict) and "kind" not in data and "model" in data:
+        # A profile given where a fleet file goes: one line saying so, not a required key and an unknown key each.
+        problems.add(("kind",), f"no kind: Fleet: a profile, not a fleet file: {_FLEET_FILE}")
+        raise ProfileError(problems.found)
     data = _fixed_overrides(data, problems)
+    data = _secret_values(data, problems)
     try:
         spec = FleetFile.model_validate(data)
     except ValidationError as exc:
         found = validation_problems(exc, source, lines, written, FleetFile)
         raise ProfileError(_sorted(problems.found + found)) from None
+    for path, message in secret_vars(data["inventory"]):
+        problems.add(path, message)
     if problems.found:
         raise ProfileError(_sorted(problems.found))
     inventory = read_inventory(data["inventory"])
@@ -78,9 +89,23 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     warm = _warm_prompts(spec, source, read_text, problems)
     if problems.found or rollout is None or base is None:
         raise ProfileError(_sorted(problems.found))
-    hosts = tuple(_host(spec, inventory, name, base, problems) for name in rollout.hosts)
-    _check_reachable(spec, hosts, {h.name: h.path for h in inventory.hosts}, problems)
-    for host in hosts if spec.target == "slurm" else ():
+    hosts, broken = [], set()
+    for name in rollout.hosts:
+        before = len(problems.found)
+        hosts.append(_host(spec, inventory, name, base, problems))
+        if len(problems.found) > before:
+            broken.add(name)
+    # A host whose effective profile was refused is judged no further: its base profile's values would be reported
+    # as its own (a refused serve.port override then read as the profile's loopback bind).
+    checked = tuple(h for h in hosts if h.name not in broken)
+    entries = {h.name: ("inventory", *h.path) for h in inventory.hosts}
+    router_policy = spec.router.policy or DEFAULT_POLICY
+    for clash in (
+        *unreachable(checked, spec.router.host, entries),
+        *clashes(checked, spec.router.host, spec.router.port, router_policy, entries),
+    ):
+        problems.add(clash.path, clash.message, near=clash.near)
+    for host in checked if spec.target == "slurm" else ():
         if host.profile.gpus == "all":
             # A job asks for a number of GPUs (--gres=gpu:N); "all" of a node Slurm shares is no number.
             problems.add(
@@ -89,7 +114,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
                 "(the job asks --gres for that many)",
                 near=("target",),
             )
-    for host in hosts if spec.target == "slurm" else ():
+    for host in checked if spec.target == "slurm" else ():
         cluster = cluster_of(host.profile)
         if cluster is not None:
             # The Slurm target runs a group as one heterogeneous job whose components are rpc-server workers
@@ -105,7 +130,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
             else:
                 problems.add(("target",), f"{message} (the profile's {cluster[0]}.cluster: every host's)")
     if not problems.found:
-        _check_groups(hosts, base, problems)
+        _check_groups(checked, base, problems)
     if problems.found:
         raise ProfileError(_sorted(problems.found))
     r = spec.router
@@ -113,7 +138,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         spec.name,
         source,
         Path(base.source).resolve(),
-        hosts,
+        tuple(hosts),
         replace(rollout, warm_prompts=warm[0], hot_prompts=warm[1]),  # type: ignore[type-var]
         RouterPlacement(r.kind, r.version, r.host, r.port, r.policy or DEFAULT_POLICY, r.policy is not None),
         data["inventory"],
@@ -122,6 +147,13 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
         target=spec.target,
         slurm=spec.slurm if spec.target == "slurm" else None,
     )
+
+
+def _fleet_words(message: str) -> str:
+    """The YAML reader's words (it reads profiles too) said of a fleet file."""
+    if message == "the profile is empty":
+        return "the fleet file is empty"
+    return message.replace("(apiVersion, name, model, ...)", "(apiVersion, kind, name, profile, inventory, ...)")
 
 
 def _fixed_overrides(data: Any, problems: _Problems) -> Any:
@@ -156,6 +188,26 @@ def _fixed_overrides(data: Any, problems: _Problems) -> Any:
             else:
                 kept[host][key] = value  # not a profile field: the schema says "unknown key" with a suggestion
     return {**data, "overrides": kept}
+
+
+def _secret_values(data: Any, problems: _Problems) -> Any:
+    """`data` without a value written where kubernetes.secrets names a Secret (refused by name): the schema would
+    quote it in its message ("expected a mapping, got 'hf_...'"), and a secret is never printed."""
+    section = data.get("kubernetes") if isinstance(data, dict) else None
+    secrets = section.get("secrets") if isinstance(section, dict) else None
+    if not isinstance(secrets, dict) or all(isinstance(v, dict) or v is None for v in secrets.values()):
+        return data
+    kept = {}
+    for key, value in secrets.items():
+        if isinstance(value, dict) or value is None:
+            kept[key] = value
+        else:
+            problems.add(
+                ("kubernetes", "secrets", key),
+                "must name a Secret of the namespace, {name: SECRET, key: KEY}: a fleet file never holds a "
+                "secret's value (what is written here is not shown)",
+            )
+    return {**data, "kubernetes": {**section, "secrets": kept}}
 
 
 def _rollout(spec: FleetFile, inventory: Inventory, problems: _Problems) -> RolloutPolicy | None:
@@ -321,35 +373,6 @@ def _host_problem(name: str, overrides: Mapping[str, Any], problem: ProfileProbl
         problems.add(("overrides", name, *path), f"{problem.message} (host {name}'s effective profile)")
     else:
         problems.found.append(ProfileProblem(problem.source, problem.line, problem.field, problem.message))
-
-
-def _check_reachable(
-    spec: FleetFile, hosts: tuple[FleetHost, ...], entries: Mapping[str, FieldPath], problems: _Problems
-) -> None:
-    """The router must reach every host's server, and two servers on one address need two ports."""
-    seen: dict[tuple[str, int], str] = {}
-    for host in hosts:
-        serve = host.profile.serve
-        where = host.address if serve.host == "loopback" else serve.host
-        if (where, serve.port) in seen:
-            problems.add(
-                ("overrides", host.name),
-                f"host {host.name} serves on {where}:{serve.port} as host "
-                f"{seen[(where, serve.port)]} does: give one of them another serve.port",
-                near=("inventory", *entries[host.name]),
-            )
-        seen[(where, serve.port)] = host.name
-        remote_router = spec.router.host not in (host.name,) and not (
-            spec.router.host == "localhost" and _LOOPBACK.fullmatch(host.address)
-        )
-        if serve.host == "loopback" and remote_router:
-            # A loopback bind answers only on that host: the router elsewhere would see it down forever.
-            problems.add(
-                ("overrides", host.name, "serve", "host"),
-                f"host {host.name}'s server binds loopback, which the router on {spec.router.host} cannot "
-                f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
-                near=("inventory", *entries[host.name]),
-            )
 
 
 def _check_groups(hosts: tuple[FleetHost, ...], base: LoadedProfile, problems: _Problems) -> None:

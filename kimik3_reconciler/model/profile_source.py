@@ -334,6 +334,10 @@ def parse_profile(text: str, source: str = "<profile>") -> LoadedProfile:
     problems = [ProfileProblem(source, line, render_path(path), message) for line, path, message in found]
     if data is None:
         raise ProfileError(problems)
+    if isinstance(data, dict) and data.get("kind") == "Fleet":
+        # A fleet file given where a profile goes: one line saying so, not "model: required" and an unknown key each.
+        message = "a fleet file (kind: Fleet), not a profile: `kimik3 fleet plan|apply|status FILE` reads it"
+        raise ProfileError([ProfileProblem(source, line_for(("kind",), lines) or 1, "kind", message)])
     # Fields another engine reads: checked as written (a schema default is not the user's), beside the schema.
     mixed = [
         ProfileProblem(source, line_for(f.path, lines) or 1, render_path(f.path), f.message)

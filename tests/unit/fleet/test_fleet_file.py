@@ -152,3 +152,44 @@ def test_a_fleet_serving_an_unpinned_profile_is_refused_before_any_host(tmp_path
     (problem,) = refused.value.problems
     assert problem.source == str(tmp_path / "demo-cpu.yaml") and problem.field == "model.revision"
     assert "'main' is a branch or tag, not a pin" in problem.message
+
+
+@pytest.mark.parametrize("case", ["secret_host_vars", "kubernetes_secret_value"])
+def test_a_secret_written_in_the_fleet_file_is_named_never_quoted(case: str, tmp_path: Path) -> None:
+    spec = yaml.safe_load((Path(__file__).parents[2] / "cases" / "fleet" / f"{case}.yaml").read_text())
+    with pytest.raises(ProfileError) as refused:
+        _fleet(tmp_path, spec["fleet"])
+    said = str(refused.value) + repr(refused.value.problems)
+    assert "hunter2" not in said and "hf_abcdefghijklmnopqrstuvwxyz0123" not in said
+
+
+def test_the_router_reaches_a_host_bound_to_loopback_at_the_hosts_address(tmp_path: Path) -> None:
+    """A host served from the router's machine may bind loopback (its server answers on 127.0.0.1): the router, the
+    rollout's steps and the other hosts' mirrors reach it there, not at the word `loopback` (which resolves nowhere:
+    `fleet apply` registered http://loopback:18181 with smg), nor at `localhost` (::1 first)."""
+    from kimik3_reconciler.cli.fleet_apply import mirror_urls, worker_url
+
+    hosts = "      a: {ansible_host: localhost}\n      b: {ansible_host: 10.0.0.2}\n"
+    rest = 'overrides:\n  b: {serve: {host: 10.0.0.2}}\nrouter: {version: "1.13.0"}\n'
+    fleet = _fleet(tmp_path, HEAD + hosts + rest)
+    assert [worker_url(h) for h in fleet.hosts] == ["http://127.0.0.1:18181", "http://10.0.0.2:18181"]
+    assert mirror_urls(fleet) == {"a": "http://127.0.0.1:8089", "b": "http://10.0.0.2:8089"}
+
+
+def test_a_profile_given_as_a_fleet_file_and_a_fleet_file_given_as_a_profile_are_each_told_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """`kimik3 fleet plan profile.yaml` said 'kind: required' and an unknown key per section (9 lines); `kimik3 plan
+    fleet.yaml` 'model: required' and 'kind: unknown key'."""
+    from kimik3_reconciler.model.profile_source import parse_profile
+
+    with pytest.raises(ProfileError) as refused:
+        _fleet(tmp_path, DEMO.read_text())
+    assert [(p.line, p.field) for p in refused.value.problems] == [(1, "kind")]
+    assert "a profile, not a fleet file" in refused.value.problems[0].message
+    example = Path(__file__).parents[3] / "profiles" / "fleet-demo.yaml"
+    with pytest.raises(ProfileError) as refused:
+        parse_profile(example.read_text(), str(example))
+    kind_line = example.read_text().splitlines().index("kind: Fleet") + 1
+    assert [(p.line, p.field) for p in refused.value.problems] == [(kind_line, "kind")]
+    assert "a fleet file (kind: Fleet), not a profile: `kimik3 fleet plan" in refused.value.problems[0].message

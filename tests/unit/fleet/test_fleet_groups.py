@@ -411,4 +411,4 @@ def test_recovers_router_takes_a_group_out_as_the_rollout_does_waiting_for_its_s
     router.drain_timeout_s = 60
     host = groups.host("a")
     assert router.take_out(host) == "taken out of the router"
-    assert taken == [("a", fleet_apply.worker_url(host.profile), 60, 0, True)]
+    assert taken == [("a", fleet_apply.worker_url(host), 60, 0, True)]

@@ -115,3 +115,16 @@ def test_a_host_not_planned_names_the_capacity_wait_below_the_floor(fleet) -> No
     ) in lines
     assert any(line.endswith("if every drain takes its whole timeout (and each capacity wait)") for line in lines)
     assert plan_document(fleet, ANSWERS[:3], plans, price)["rollout"]["batches"][0]["capacity_wait_s"] == 60.0
+
+
+def test_hosts_not_planned_are_named_in_the_price_not_read_as_converged(fleet) -> None:  # noqa: ANN001
+    """Every host unreachable printed 'nothing to roll: no planned host has changes' (the demo fleet's first plan)."""
+    down = tuple(HostAnswer(h, None, "unreachable", f"{h} is unreachable over SSH") for h in "abcd")
+    lines = plan_lines(fleet, down, {}, price_rollout(fleet.rollout, {}))
+    assert "  not planned (above): a, b, c, d: priced without them, counted as not serving" in lines
+    assert "  nothing to roll: no host was planned" in lines
+    some = (*down[:2], *ANSWERS[2:])
+    plans = {h: PLANS[h] for h in "cd"}
+    lines = plan_lines(fleet, some, plans, price_rollout(fleet.rollout, plans))
+    assert "  not planned (above): a, b: priced without them, counted as not serving" in lines
+    assert not any("nothing to roll" in line for line in lines)

@@ -1,0 +1,68 @@
+"""The inventory's vars checked before anything runs, PURE: no secret written inline, and kimik3's own port var.
+
+A fleet file lives in a GitOps repo, and `fleet apply` copies every `ansible_*` var into the run folder's
+inventory.json: a password or token written there is in both. kimik3 reaches hosts with SSH keys (`fleet plan`
+and `status` run ssh with BatchMode=yes, so a password var would not even be used there)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kimik3_reconciler.model.profile_rules import FieldPath
+
+MIRROR_PORT = 8089  # the model mirror's port on each host, unless the host var kimik3_mirror_port says otherwise
+# Ansible's connection and privilege-escalation passwords (its docs' "Connecting to hosts" and become vars).
+_SECRET_VARS = frozenset(
+    {
+        "ansible_password",
+        "ansible_ssh_pass",
+        "ansible_ssh_password",
+        "ansible_become_pass",
+        "ansible_become_password",
+        "ansible_sudo_pass",
+        "ansible_su_pass",
+        "ansible_httpapi_pass",
+        "ansible_httpapi_password",
+    }
+)
+# As a profile's serve.env (model/profile_rules/no_secrets.py), and Ansible's own `_pass`.
+_SECRET_SUFFIXES = ("_token", "_key", "_secret", "_password", "_pass", "_passwd")
+NO_SECRETS = (
+    "a fleet file never holds a secret (it is committed, and `fleet apply` copies host vars into its run folder): "
+    "reach hosts with an SSH key (ansible_ssh_private_key_file or an ssh-agent) and passwordless sudo"
+)
+
+
+def var_entries(tree: Mapping[str, Any]) -> Iterator[tuple[FieldPath, str, Any]]:
+    """Every var written in an inventory tree (as the schema validated it): (the path of its key, name, value)."""
+
+    def walk(group: Mapping[str, Any] | None, path: FieldPath) -> Iterator[tuple[FieldPath, str, Any]]:
+        group = group or {}
+        for name, value in (group.get("vars") or {}).items():
+            yield (*path, "vars", name), name, value
+        for host, host_vars in (group.get("hosts") or {}).items():
+            for name, value in (host_vars or {}).items():
+                yield (*path, "hosts", host, name), name, value
+        for child, child_group in (group.get("children") or {}).items():
+            yield from walk(child_group, (*path, "children", child))
+
+    for name, group in tree.items():
+        yield from walk(group, ("inventory", name))
+
+
+def secret_vars(tree: Mapping[str, Any]) -> Iterator[tuple[FieldPath, str]]:
+    """(where, message) for each var that holds a secret; the message never quotes its value."""
+    for path, name, _ in var_entries(tree):
+        lower = name.lower()
+        if lower in _SECRET_VARS or lower.endswith(_SECRET_SUFFIXES):
+            yield path, f"{name} holds a secret; {NO_SECRETS}"
+
+
+def mirror_port(variables: Mapping[str, Any]) -> int | None:
+    """The host's model mirror port (kimik3_mirror_port, else MIRROR_PORT); None when the var is no TCP port."""
+    port = variables.get("kimik3_mirror_port", MIRROR_PORT)
+    # An inventory var is the operator's text: `"8090"` or `true` is a mistake to name, not to coerce.
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        return None
+    return port

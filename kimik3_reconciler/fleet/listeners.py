@@ -1,0 +1,121 @@
+"""What listens where in a fleet, checked before anything runs, PURE: each host's server and model mirror, and the
+router's ports on its machine. Two listeners on one address and port: the second never starts, and `fleet apply`
+would find out halfway through a rollout (the router, or a host's mirror, refused to bind)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from kimik3_reconciler.fleet.host_vars import mirror_port
+from kimik3_reconciler.fleet.router_layout import METRICS_OFFSET, SMG_OFFSET
+from kimik3_reconciler.fleet.values import FleetHost
+from kimik3_reconciler.model.profile_rules import FieldPath
+
+LOOPBACK = re.compile(r"localhost|127(\.\d{1,3}){3}|::1")
+
+
+@dataclass(frozen=True)
+class Clash:
+    """A problem at `path` (or, where that is not written, at `near`)."""
+
+    path: FieldPath
+    message: str
+    near: FieldPath = ()
+
+
+def bind_address(host: FleetHost) -> str:
+    """The address the host's server (and its mirror) binds, as the fleet names it: the host's own for loopback."""
+    return host.address if host.profile.serve.host == "loopback" else host.profile.serve.host
+
+
+def router_ports(port: int, policy: str) -> dict[int, str]:
+    """The ports the router takes on its machine (fleet/router_layout.py): port -> what listens there."""
+    if policy == "slots":
+        return {port: "kimik3's router", port + METRICS_OFFSET: "smg's metrics", port + SMG_OFFSET: "smg"}
+    return {port: "smg", port + METRICS_OFFSET: "smg's metrics"}
+
+
+def clashes(
+    hosts: tuple[FleetHost, ...], router_host: str, port: int, policy: str, entries: Mapping[str, FieldPath]
+) -> Iterator[Clash]:
+    """Each listener that cannot start: a router port past 65535, a mirror port that is no port, a mirror on a port
+    another listener of its address holds, a server or mirror on a port of the router's (on the router's machine)."""
+    hosts = tuple(h for h in hosts if h.profile.serve.host != "tailscale")  # no address here: `unreachable` says so
+    ports = router_ports(port, policy)
+    if max(ports) > 65535:
+        top = max(ports)
+        yield Clash(
+            ("router", "port"),
+            f"{port}: the router also takes port {top} ({ports[top]}), past 65535: at most {port - (top - 65535)}",
+        )
+    taken: dict[tuple[str, int], tuple[str, FleetHost]] = {
+        (bind_address(h), h.profile.serve.port): (f"host {h.name}'s server", h) for h in hosts
+    }
+    mirrors: list[tuple[str, int, FleetHost]] = []
+    for host in hosts:
+        where, var = bind_address(host), (*entries[host.name], "kimik3_mirror_port")
+        mirror = mirror_port(host.vars)
+        if mirror is None:
+            message = "must be a TCP port (1-65535): the port this host serves its model files on during a rollout"
+            yield Clash(var, message, near=entries[host.name])
+            continue
+        if (where, mirror) in taken:
+            yield Clash(
+                var,
+                f"{where}:{mirror} is {taken[(where, mirror)][0]}: host {host.name}'s model mirror needs a port of "
+                "its own (kimik3_mirror_port, default 8089)",
+                near=entries[host.name],
+            )
+        # Not compared with each other: hosts on one address (several "hosts" of one machine, how plan and status
+        # are tested) share more than the mirror's port in a `fleet apply` (the container's name): a known gap.
+        mirrors.append((where, mirror, host))
+    listening = [(where, held, holder, host) for (where, held), (holder, host) in taken.items()]
+    listening += [(where, held, f"host {host.name}'s model mirror", host) for where, held, host in mirrors]
+    for where, held, holder, host in listening:
+        # The router binds router.host on its machine: the controller's loopback (localhost), or that host.
+        on_router = router_host == host.name or (router_host == "localhost" and LOOPBACK.fullmatch(where))
+        if on_router and held in ports:
+            yield Clash(
+                ("router", "port"),
+                f"{port}: the router puts {ports[held]} on port {held}, which {holder} holds on the same machine "
+                f"({where}): the router takes {len(ports)} ports in a row from router.port, none of them a host's",
+            )
+
+
+def unreachable(hosts: tuple[FleetHost, ...], router_host: str, entries: Mapping[str, FieldPath]) -> Iterator[Clash]:
+    """Each server the router could not reach, or that another server's address and port already hold."""
+    seen: dict[tuple[str, int], str] = {}
+    for host in hosts:
+        serve = host.profile.serve
+        if serve.host == "tailscale":
+            # Resolved by the host's own launch (its tailnet address, else loopback): the router and the other hosts'
+            # mirrors need the address here, before any host is asked.
+            yield Clash(
+                ("overrides", host.name, "serve", "host"),
+                f"host {host.name}'s server binds serve.host: tailscale, an address only that host knows: set "
+                f"overrides.{host.name}.serve.host to its tailnet address, which the router reaches",
+                near=entries[host.name],
+            )
+            continue
+        where = bind_address(host)
+        if (where, serve.port) in seen:
+            yield Clash(
+                ("overrides", host.name),
+                f"host {host.name} serves on {where}:{serve.port} as host "
+                f"{seen[(where, serve.port)]} does: give one of them another serve.port",
+                near=entries[host.name],
+            )
+        seen[(where, serve.port)] = host.name
+        remote_router = router_host != host.name and not (
+            router_host == "localhost" and LOOPBACK.fullmatch(host.address)
+        )
+        if serve.host == "loopback" and remote_router:
+            # A loopback bind answers only on that host: the router elsewhere would see it down forever.
+            yield Clash(
+                ("overrides", host.name, "serve", "host"),
+                f"host {host.name}'s server binds loopback, which the router on {router_host} cannot "
+                f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
+                near=entries[host.name],
+            )
