@@ -36,10 +36,11 @@ def _read(path: str) -> str:
 def _dockerd_path(docker_host: str | None) -> tuple[str, ...]:
     """The PATH of the dockerd at `docker_host` (default: DOCKER_HOST, else /var/run/docker.sock), from its
     /proc/<pid>/environ, its pid from the pid file dockerd writes beside its socket (/var/run/docker.pid;
-    $XDG_RUNTIME_DIR/docker.pid when rootless); systemd's default PATH where that cannot be read."""
+    $XDG_RUNTIME_DIR/docker.pid when rootless); systemd's default PATH where that cannot be read; none for a daemon
+    reached over tcp:// or ssh:// (its host's files are out of reach, as a cluster node's)."""
     url = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    if not url.startswith("unix://"):  # a daemon behind tcp:// or ssh:// may not be this host's: nothing to read
-        return _DOCKERD_PATH
+    if not url.startswith("unix://"):  # a daemon behind tcp:// or ssh://: this host's disk says nothing of its hook
+        return ()
     pid = _read(str(Path(url.removeprefix("unix://")).with_name("docker.pid"))).strip()
     # The pid file outlives a dockerd that died, and its pid may be another process's by now.
     if not pid.isdigit() or _read(f"/proc/{pid}/comm").strip() != "dockerd":

@@ -66,7 +66,11 @@ def test_the_hook_counts_only_executable_in_systemds_path_where_dockerds_is_unkn
     (other / HOOK).write_text("")
     monkeypatch.setattr(host_linux, "_DOCKERD_PATH", (str(other),))
     assert LinuxHost(nowhere).runtime_hook() is False
-    assert LinuxHost("ssh://k3@10.0.0.2").runtime_hook() is False  # another host's daemon: systemd's PATH here
+    monkeypatch.setattr(host_linux, "_DOCKERD_PATH", (str(bin_dir),))
+    assert LinuxHost(nowhere).runtime_hook() is True
+    # A daemon reached over ssh:// or tcp:// runs on another host: the hook on this one's disk says nothing of it.
+    assert LinuxHost("ssh://k3@10.0.0.2").runtime_hook() is False
+    assert LinuxHost("tcp://10.0.0.2:2376").runtime_hook() is False
 
 
 def test_the_running_dockerds_own_path_is_the_one_searched(
