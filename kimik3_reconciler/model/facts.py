@@ -79,9 +79,10 @@ class DockerGpus(_Fact):
     # no runtime registered (moby's nvidia device driver). None: unseen (a node's host, out of reach).
     hook: bool | None = None
     reads_cdi: bool = False  # the daemon reads CDI specs (CDISpecDirs not empty; before Engine 25 never)
-    # The CDI devices of kind nvidia.com/gpu it found (DiscoveredDevices, e.g. nvidia.com/gpu=0 and =all); None: a
-    # daemon that does not list what it found (then only its reading CDI, and on the head a spec of the kind, is
-    # known); () on the head: no spec of the kind in /etc/cdi or /var/run/cdi.
+    # The CDI devices of kind nvidia.com/gpu it found (DiscoveredDevices, e.g. nvidia.com/gpu=0 and =all; Docker
+    # 28.2+ leaves the field out when it found none: ()); None: a daemon that does not list what it found (before
+    # 28.2: then only its reading CDI, and on the head a spec of the kind, is known); () on the head also: no spec
+    # of the kind in /etc/cdi or /var/run/cdi.
     cdi_devices: tuple[str, ...] | None = None
 
     @property

@@ -121,7 +121,14 @@ def gpu_world(tmp_path: Path):
     ports.host.nvml_dump = json.loads((FIXTURES / "h200" / "nvml.json").read_text())
     ports.host.cdi = {"/etc/cdi/nvidia.yaml": CDI_YAML}
     ports.host.toolkit = "NVIDIA Container Toolkit CLI version 1.17.4\n"
-    docker.info = lambda: {"ServerVersion": "28.2.2", "CDISpecDirs": ["/etc/cdi"], "Runtimes": {"runc": {}}}
+    # Docker 28.2+ lists the devices it found in the spec (`nvidia-ctk cdi generate` on a 1-GPU host: 0 and all).
+    devices = [{"Source": "cdi", "ID": "nvidia.com/gpu=0"}, {"Source": "cdi", "ID": "nvidia.com/gpu=all"}]
+    docker.info = lambda: {
+        "ServerVersion": "28.2.2",
+        "CDISpecDirs": ["/etc/cdi"],
+        "Runtimes": {"runc": {}},
+        "DiscoveredDevices": devices,
+    }
     return orchestrator, docker, hub
 
 
@@ -184,6 +191,7 @@ def test_a_hook_dockerd_never_loaded_is_named_by_the_probes_fix(gpu_world) -> No
     The fix the probe names is the restart, not a runtime that `--gpus` does not go through."""
     orchestrator, docker, _ = gpu_world
     orchestrator.ports.host.cdi, orchestrator.ports.host.hook = {}, True
+    docker.info = lambda: {"ServerVersion": "28.2.2", "CDISpecDirs": ["/etc/cdi"], "Runtimes": {"runc": {}}}
     docker.gpu_probe_error = PermanentError('docker: could not select device driver "" with capabilities: [[gpu]]')
     with pytest.raises(GpuProbeFailed) as failed:
         orchestrator.apply(parse_profile(GPU_PROFILE, "p.yaml"))
