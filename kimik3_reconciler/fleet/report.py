@@ -146,7 +146,7 @@ def plan_lines(
             f"{batch.serving} serving meanwhile"
             + (
                 f" (below the floor of {price.min_serving}: fleet apply waits up to {_duration(batch.capacity_wait_s)}"
-                " for the others' capacity, then halts the rollout there, the hosts kept in)"
+                f" for the others' capacity, then halts the rollout there, {', '.join(batch.hosts)} kept in)"
                 if batch.capacity_wait_s
                 else ""
             )

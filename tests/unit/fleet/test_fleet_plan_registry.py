@@ -114,7 +114,7 @@ def test_a_host_not_planned_names_the_capacity_wait_below_the_floor(fleet) -> No
     assert (
         "  canary: a, b at +0 s: a ~40 s downtime + ~10.0 min compile, b ~40 s downtime + ~10.0 min compile; 1 serving "
         "meanwhile (below the floor of 2: fleet apply waits up to 60 s for the others' capacity, then halts the "
-        "rollout there, the hosts kept in)"
+        "rollout there, a, b kept in)"
     ) in lines
     assert any(line.endswith("if every drain takes its whole timeout (and each capacity wait)") for line in lines)
     assert plan_document(fleet, ANSWERS[:3], plans, price)["rollout"]["batches"][0]["capacity_wait_s"] == 60.0
