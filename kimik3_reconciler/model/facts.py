@@ -74,7 +74,10 @@ class DockerGpus(_Fact):
     its files say too (the toolkit's hook). A cluster node's is its API alone, its files out of kimik3's reach.
     model/gpu_request.py decides from it which way containers ask, the same for the head and for a node."""
 
-    runtime: bool = False  # the nvidia runtime is registered (Runtimes)
+    # The nvidia runtime is registered (Runtimes). `--gpus` does not go through it (moby's nvidia device driver
+    # injects the hook under runc); it is read as the toolkit, hook included, installed before dockerd's last start
+    # (`nvidia-ctk runtime configure` asks for that restart): all a node's API shows of `--gpus`.
+    runtime: bool = False
     # The toolkit's nvidia-container-runtime-hook is on dockerd's PATH: dockerd then gives `--gpus` through it with
     # no runtime registered (moby's nvidia device driver). None: unseen (a node's host, out of reach).
     hook: bool | None = None
