@@ -47,7 +47,7 @@ def real_ports(
         docker=DockerEngine(docker_host),
         hub=HuggingFaceHub(_download_workers(), _peers()),
         http=HttpClient(),
-        host=LinuxHost(),
+        host=LinuxHost(docker_host),
         state=StateFiles(state_dir),
         clock=SystemClock(),
         chat=OpenAIChat(),

@@ -14,8 +14,9 @@ from threading import Event
 
 from kimik3_reconciler.ports import Tally
 
-# systemd's default PATH, dockerd's under docker.service (where it finds the toolkit's `--gpus` hook).
+# systemd's default PATH, dockerd's under docker.service: assumed where the running dockerd's own cannot be read.
 _DOCKERD_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+_HOOK = "nvidia-container-runtime-hook"
 
 
 def _run(argv: list[str]) -> str:
@@ -32,7 +33,32 @@ def _read(path: str) -> str:
         return ""
 
 
+def _dockerd_path(docker_host: str | None) -> tuple[str, ...]:
+    """The PATH of the dockerd at `docker_host` (default: DOCKER_HOST, else /var/run/docker.sock), from its
+    /proc/<pid>/environ, its pid from the pid file dockerd writes beside its socket (/var/run/docker.pid;
+    $XDG_RUNTIME_DIR/docker.pid when rootless); systemd's default PATH where that cannot be read; none for a daemon
+    reached over tcp:// or ssh:// (its host's files are out of reach, as a cluster node's)."""
+    url = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not url.startswith("unix://"):  # a daemon behind tcp:// or ssh://: this host's disk says nothing of its hook
+        return ()
+    pid = _read(str(Path(url.removeprefix("unix://")).with_name("docker.pid"))).strip()
+    # The pid file outlives a dockerd that died, and its pid may be another process's by now.
+    if not pid.isdigit() or _read(f"/proc/{pid}/comm").strip() != "dockerd":
+        return _DOCKERD_PATH
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:  # a root dockerd's environment is root's to read: kimik3 in the docker group assumes systemd's
+        return _DOCKERD_PATH
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"PATH="):
+            return tuple(d for d in entry[5:].decode(errors="replace").split(":") if d)
+    return ()  # no PATH at all: Go's exec.LookPath then finds nothing
+
+
 class LinuxHost:
+    def __init__(self, docker_host: str | None = None) -> None:
+        self.docker_host = docker_host  # the daemon `runtime_hook` reads the PATH of (--docker-host)
+
     def process_file(self, pid: int, name: str) -> str:
         return _read(f"/proc/{int(pid)}/{name}")
 
@@ -79,8 +105,9 @@ class LinuxHost:
         return _read(path)
 
     def runtime_hook(self) -> bool:
-        # dockerd looks the hook up on its own PATH when it starts (moby's nvidia device driver): systemd's PATH.
-        return any(os.access(Path(d) / "nvidia-container-runtime-hook", os.X_OK) for d in _DOCKERD_PATH)
+        # dockerd looks the hook up on its own PATH when it starts (moby's nvidia device driver, registered then):
+        # the running dockerd's PATH where readable (root, or a rootless dockerd's own user), else systemd's.
+        return any(os.access(Path(d) / _HOOK, os.X_OK) for d in _dockerd_path(self.docker_host))
 
     def container_toolkit_version(self) -> str:
         for tool in ("nvidia-ctk", "nvidia-container-cli"):

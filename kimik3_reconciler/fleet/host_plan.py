@@ -38,6 +38,8 @@ class HostPlan:
     pull_bytes: int  # image bytes this host pulls
     model: str  # repo@revision/quant: hosts holding the same files can give them to each other
     hub: str  # where the model step fetches from (its endpoint, else the Hugging Face hub)
+    # It has a server now (its container is not to be created): only such a host is in the router to leave it.
+    serving: bool = True
 
 
 def step_lines(step: Mapping[str, Any]) -> tuple[str, ...]:
@@ -97,4 +99,5 @@ def read_host_plan(host: str, document: Mapping[str, Any]) -> HostPlan:
         pull,
         model,
         hub,
+        not any(s.get("kind") == "container" and s.get("action") == "create" for s in changing),
     )

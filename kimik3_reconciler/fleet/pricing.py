@@ -27,7 +27,9 @@ class BatchPrice:
     serving: int  # hosts in the router while it is out
     # The wait for the others' capacity before it leaves (cli/fleet_apply.py `_leaving`): none in a rollout to plan
     # (each batch is back in rotation before the next leaves); the drain timeout where fewer than the floor would be
-    # left serving (a host not planned, counted as not serving), after which fleet apply keeps the host in (PlanError).
+    # left serving (a host not planned, counted as not serving) by a host in the router (one whose container is to
+    # be created has no server yet: it leaves at once). Where none comes back meanwhile, `router: out` fails
+    # outside the play's rescue (fleet/playbook.py, any_errors_fatal): the rollout halts there, the batch kept in.
     capacity_wait_s: float = 0.0
 
 
@@ -135,8 +137,10 @@ def price_rollout(policy: RolloutPolicy, plans: Mapping[str, HostPlan], registry
     for hosts in policy.batches(among=changing):
         out = max(_out_s(plans[h], h in pulls) for h in hosts)
         serving = serving_now - len(hosts)
-        # Below the floor only where a host is not planned: `_leaving` waits its drain timeout, then refuses.
-        wait = policy.drain_timeout_s if serving < policy.min_serving else 0.0
+        # Below the floor only where a host is not planned: `_leaving` waits its drain timeout, then halts the rollout;
+        # a host with no server yet is in no rotation and leaves at once.
+        waits = serving < policy.min_serving and any(plans[h].serving for h in hosts)
+        wait = policy.drain_timeout_s if waits else 0.0
         batches.append(BatchPrice(hosts, all(h in policy.canary for h in hosts), clock, out, serving, wait))
         timeline.append((clock, serving, f"{', '.join(hosts)} out of the router: drain, apply"))
         clock += out

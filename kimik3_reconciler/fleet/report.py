@@ -154,7 +154,7 @@ def plan_lines(
             f"{batch.serving} serving meanwhile"
             + (
                 f" (below the floor of {price.min_serving}: fleet apply waits up to {_duration(batch.capacity_wait_s)}"
-                " for the others' capacity, then keeps the host in)"
+                f" for the others' capacity, then halts the rollout there, {', '.join(batch.hosts)} kept in)"
                 if batch.capacity_wait_s
                 else ""
             )

@@ -74,14 +74,18 @@ class DockerGpus(_Fact):
     its files say too (the toolkit's hook). A cluster node's is its API alone, its files out of kimik3's reach.
     model/gpu_request.py decides from it which way containers ask, the same for the head and for a node."""
 
-    runtime: bool = False  # the nvidia runtime is registered (Runtimes)
+    # The nvidia runtime is registered (Runtimes). `--gpus` does not go through it (moby's nvidia device driver
+    # injects the hook under runc); it is read as the toolkit, hook included, installed before dockerd's last start
+    # (`nvidia-ctk runtime configure` asks for that restart): all a node's API shows of `--gpus`.
+    runtime: bool = False
     # The toolkit's nvidia-container-runtime-hook is on dockerd's PATH: dockerd then gives `--gpus` through it with
     # no runtime registered (moby's nvidia device driver). None: unseen (a node's host, out of reach).
     hook: bool | None = None
     reads_cdi: bool = False  # the daemon reads CDI specs (CDISpecDirs not empty; before Engine 25 never)
-    # The CDI devices of kind nvidia.com/gpu it found (DiscoveredDevices, e.g. nvidia.com/gpu=0 and =all); None: a
-    # daemon that does not list what it found (then only its reading CDI, and on the head a spec of the kind, is
-    # known); () on the head: no spec of the kind in /etc/cdi or /var/run/cdi.
+    # The CDI devices of kind nvidia.com/gpu it found (DiscoveredDevices, e.g. nvidia.com/gpu=0 and =all; Docker
+    # 28.2+ leaves the field out when it found none: ()); None: a daemon that does not list what it found (before
+    # 28.2: then only its reading CDI, and on the head a spec of the kind, is known); () on the head also: no spec
+    # of the kind in /etc/cdi or /var/run/cdi.
     cdi_devices: tuple[str, ...] | None = None
 
     @property

@@ -23,13 +23,13 @@ def other_way(request: str) -> str:
 def missing(gpus: DockerGpus, request: str, wanted: GpuIds, here: bool = False) -> str | None:
     """What the Docker lacks to give `wanted` the `request` way ("cdi" | "runtime"), and how to add it; None when
     nothing is missing that it shows. `here`: the head's host (its files read too), else a node ("there")."""
-    if wanted == "none":
+    if wanted == "none":  # a CPU container asks Docker for no GPUs: no way of asking can be missing
         return None
     where = "here" if here else "there"
-    if request != "cdi":
+    if request != "cdi":  # `--gpus`: a registered runtime or the hook is all a Docker shows of it
         return None if gpus.runtime_gpus else _missing_runtime(gpus, where)
     cdi_fix = _CDI_FIX.format(where=where)
-    if not gpus.reads_cdi:
+    if not gpus.reads_cdi:  # a daemon without CDI refuses every `--device nvidia.com/gpu=…`, whatever specs exist
         return (
             "no CDI: the daemon reads no CDI specs (`docker info`: CDISpecDirs), which `--device nvidia.com/gpu=…` "
             f'needs: turn CDI on {where} (Docker 25+; `"features": {{"cdi": true}}` in daemon.json before 28) and '

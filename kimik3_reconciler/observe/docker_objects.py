@@ -102,9 +102,18 @@ def parse_gpu_plumbing(info: dict[str, Any], cdi_specs: dict[str, str], toolkit:
     )
 
 
+def _lists_devices(info: dict[str, Any]) -> bool:
+    """Docker 28.2+ (API 1.50) lists the devices its drivers found (DiscoveredDevices)."""
+    found = re.match(r"(\d+)\.(\d+)", str(info.get("ServerVersion") or ""))
+    return found is not None and (int(found[1]), int(found[2])) >= (28, 2)
+
+
 def parse_docker_gpus(info: dict[str, Any]) -> DockerGpus:
     """A Docker's GPU plumbing as its `docker info` says it (a cluster node's: its files are out of reach)."""
     listed = info.get("DiscoveredDevices")
+    if listed is None and _lists_devices(info):
+        # moby's field is `json:",omitempty"`: a daemon that lists devices and found none sends no field, not [].
+        listed = []
     devices = (
         tuple(
             sorted(d["ID"] for d in listed if d.get("Source") == "cdi" and str(d.get("ID")).startswith(CDI_GPU + "="))

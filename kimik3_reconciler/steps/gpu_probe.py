@@ -1,5 +1,5 @@
 """GPU probe executor: `nvidia-smi -L` in a throw-away container with the profile's GPUs, requested as
-the launch requests them (CDI or the nvidia runtime); a pass is recorded, a failure refuses the host."""
+the launch requests them (CDI devices or `--gpus`); a pass is recorded, a failure refuses the host."""
 
 from __future__ import annotations
 
@@ -17,8 +17,13 @@ _GPU_LINE = re.compile(r"^GPU \d+: .*\(UUID: (GPU-[0-9a-fA-F-]+)\)", re.M)
 _FIX = {
     "cdi": "regenerate the CDI spec for this driver (`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`) and "
     "check that dockerd reads CDI specs (Docker >= 25 with the cdi feature; on by default from 28)",
-    "runtime": "configure the runtime (`nvidia-ctk runtime configure --runtime=docker`, then restart docker), or "
-    "generate a CDI spec (`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`)",
+    # `--gpus` goes through moby's nvidia device driver, registered only when dockerd starts with the toolkit's hook
+    # on its PATH (daemon/devices_nvidia_linux.go): a toolkit installed after dockerd started needs the restart.
+    "runtime": "restart dockerd where the toolkit was installed after it started (`--gpus` goes through "
+    "nvidia-container-runtime-hook, which dockerd looks for on its PATH when it starts; `could not select device "
+    'driver "" with capabilities: [[gpu]]` says it found none), else install nvidia-container-toolkit and register '
+    "its runtime (`nvidia-ctk runtime configure --runtime=docker`, then restart dockerd), or generate a CDI spec "
+    "(`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`)",
 }
 
 

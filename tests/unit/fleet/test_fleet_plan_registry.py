@@ -104,14 +104,17 @@ def test_a_first_host_that_holds_the_image_pushes_the_one_it_runs(fleet) -> None
 
 
 def test_a_host_not_planned_names_the_capacity_wait_below_the_floor(fleet) -> None:  # noqa: ANN001
-    """d not planned (counted as not serving): the canary batch (a, b) would leave c alone, below the floor of 2."""
+    """d not planned (counted as not serving): the canary batch (a, b) would leave c alone, below the floor of 2.
+    Where none of the others comes back in the wait, `router: out` fails (cli/fleet_apply.py `_leaving`: PlanError)
+    outside the play's rescue block, and `any_errors_fatal` halts the rollout there: the line says so, not only
+    that the host stays in (fleet/playbook.py)."""
     plans = {h: PLANS[h] for h in "abc"}
     price = price_rollout(fleet.rollout, plans)
     lines = plan_lines(fleet, ANSWERS[:3], plans, price)
     assert (
         "  canary: a, b at +0 s: a ~40 s downtime + ~10.0 min compile, b ~40 s downtime + ~10.0 min compile; 1 serving "
-        "meanwhile (below the floor of 2: fleet apply waits up to 60 s for the others' capacity, then keeps the host "
-        "in)"
+        "meanwhile (below the floor of 2: fleet apply waits up to 60 s for the others' capacity, then halts the "
+        "rollout there, a, b kept in)"
     ) in lines
     assert any(line.endswith("if every drain takes its whole timeout (and each capacity wait)") for line in lines)
     assert plan_document(fleet, ANSWERS[:3], plans, price)["rollout"]["batches"][0]["capacity_wait_s"] == 60.0

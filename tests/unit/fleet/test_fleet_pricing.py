@@ -306,3 +306,16 @@ def test_a_batch_left_below_the_floor_by_a_host_not_planned_waits_the_drain_time
     assert [(b.hosts, b.serving, b.capacity_wait_s) for b in price.batches] == [(("a",), 1, 60.0), (("b",), 1, 60.0)]
     assert price.min_serving == 2
     assert price.duration_s == 80 and price.duration_max_s == 80 + 2 * 60 + 2 * 60
+
+
+def test_a_host_not_yet_in_the_router_is_never_waited_for() -> None:
+    """A first rollout (each host's container to create, no server yet): `_leaving` finds the host in no rotation
+    and takes it at once (cli/fleet_apply.py: "not in the router"), so a batch below the floor waits for nothing.
+    Its plan reads so from `kimik3 plan --json`: the container step creates."""
+    fresh = {"steps": [{"kind": "container", "action": "create", "cost": "predicted downtime ~40 s"}]}
+    replaced = {"steps": [{"kind": "container", "action": "replace", "cost": "predicted downtime ~40 s"}]}
+    assert read_host_plan("a", fresh).serving is False and read_host_plan("b", replaced).serving is True
+    price = price_rollout(policy(drain_s=60.0), {"a": read_host_plan("a", fresh), "b": read_host_plan("b", replaced)})
+    # c not planned: both batches leave 1 of a floor of 2; only b, in the router, waits for the others' capacity.
+    assert [(b.hosts, b.capacity_wait_s) for b in price.batches] == [(("a",), 0.0), (("b",), 60.0)]
+    assert price.duration_max_s == price.duration_s + 2 * 60 + 60

@@ -146,3 +146,18 @@ def test_a_cpu_profiles_node_gets_no_gpus_whatever_its_default_says() -> None:
     assert node_gpus_of(cpu, cpu.cluster.nodes[0]) == "none"
     gpu = _cluster(gpus=[0])
     assert node_gpus_of(gpu, gpu.cluster.nodes[0]) == "all"  # a GPU profile's node keeps its own
+
+
+def test_a_docker_that_lists_devices_and_found_none_omits_the_field_and_is_read_as_none_found() -> None:
+    """moby's system.Info has `DiscoveredDevices []DeviceInfo json:",omitempty"` (api/types/system/info.go, 28.2
+    to 29.x): a 28.2+ daemon (API 1.50, which kimik3's client negotiates) whose drivers found nothing sends no field
+    at all, not []. Read as a daemon that lists nothing, that node's CDI request passed the check and its member's
+    `--device nvidia.com/gpu=all` failed after the head's server was replaced."""
+    found_none = {k: v for k, v in DOCKER_28.items() if k != "DiscoveredDevices"}
+    assert parse_docker_gpus(found_none).cdi_devices == ()
+    assert parse_docker_gpus({**found_none, "ServerVersion": "29.4.0"}).cdi_devices == ()
+    lacks = missing_gpu_plumbing(member("all", "cdi"), parse_docker_gpus(found_none))
+    assert lacks is not None and lacks.startswith("no CDI device nvidia.com/gpu=all")
+    # Before 28.2 (API < 1.50) the field does not exist: only the daemon's reading CDI is known.
+    for version in ("28.1.1", "27.5.1", "26.1.0"):
+        assert parse_docker_gpus({**found_none, "ServerVersion": version}).cdi_devices is None

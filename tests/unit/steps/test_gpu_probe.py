@@ -121,7 +121,14 @@ def gpu_world(tmp_path: Path):
     ports.host.nvml_dump = json.loads((FIXTURES / "h200" / "nvml.json").read_text())
     ports.host.cdi = {"/etc/cdi/nvidia.yaml": CDI_YAML}
     ports.host.toolkit = "NVIDIA Container Toolkit CLI version 1.17.4\n"
-    docker.info = lambda: {"ServerVersion": "28.2.2", "CDISpecDirs": ["/etc/cdi"], "Runtimes": {"runc": {}}}
+    # Docker 28.2+ lists the devices it found in the spec (`nvidia-ctk cdi generate` on a 1-GPU host: 0 and all).
+    devices = [{"Source": "cdi", "ID": "nvidia.com/gpu=0"}, {"Source": "cdi", "ID": "nvidia.com/gpu=all"}]
+    docker.info = lambda: {
+        "ServerVersion": "28.2.2",
+        "CDISpecDirs": ["/etc/cdi"],
+        "Runtimes": {"runc": {}},
+        "DiscoveredDevices": devices,
+    }
     return orchestrator, docker, hub
 
 
@@ -176,6 +183,22 @@ def test_a_failing_probe_refuses_with_the_command_and_the_fix_and_changes_nothin
     assert "nvidia-ctk cdi generate" in message and 'could not select device driver "cdi"' in message
     assert not hub.downloads and not docker.builds and "run k3-test" not in docker.calls
     assert orchestrator.ports.state.read("gpu-probe/driver-580.159.04/toolkit-1.17.4/cdi-all-of-1.json") is None
+
+
+def test_a_hook_dockerd_never_loaded_is_named_by_the_probes_fix(gpu_world) -> None:
+    """The toolkit installed after dockerd started: its hook is on disk (so `--gpus` is chosen), but moby registers
+    its nvidia device driver only when dockerd starts, so `--gpus` fails with no driver for the `gpu` capability.
+    The fix the probe names is the restart, not a runtime that `--gpus` does not go through."""
+    orchestrator, docker, _ = gpu_world
+    orchestrator.ports.host.cdi, orchestrator.ports.host.hook = {}, True
+    docker.info = lambda: {"ServerVersion": "28.2.2", "CDISpecDirs": ["/etc/cdi"], "Runtimes": {"runc": {}}}
+    docker.gpu_probe_error = PermanentError('docker: could not select device driver "" with capabilities: [[gpu]]')
+    with pytest.raises(GpuProbeFailed) as failed:
+        orchestrator.apply(parse_profile(GPU_PROFILE, "p.yaml"))
+    message = str(failed.value)
+    assert "`docker run --rm --gpus all --entrypoint nvidia-smi" in message
+    assert "restart dockerd" in message and "nvidia-container-runtime-hook" in message
+    assert "when it starts" in message
 
 
 def test_a_container_that_sees_fewer_gpus_than_asked_fails_the_probe(gpu_world) -> None:
