@@ -7,10 +7,11 @@ One llama-server container of the demo image (build b11434, kimik3's fixed flags
 KDA layers are made large enough for their state to show in RSS: 16 layers (8 KDA), 4 heads of 128 (Kimi-K3's head
 size), conv 4: 8 x (3 x 3 x 512 + 128 x 128 x 4) x 4 bytes = 2,244,608 bytes a sequence, read back through kimik3's
 own GGUF summary. Two slots, `--cache-ram 0` (no prompt cache: what stays is in the slots), two conversations at
-once, each pinned to its slot, growing by ~700 tokens a turn (a byte a token), so every turn makes checkpoints near
-its prompt's end until the slot holds `--ctx-checkpoints`. The same run with `--ctx-checkpoints 0` is the baseline:
-the difference in the server's RSS (VmRSS of its process, from /proc) is what the checkpoints hold. The server's own
-log (verbosity 4) says how many it made, how many it erased, and each one's size.
+once, each pinned to its slot, growing by ~400 tokens a turn (a byte a token), so every turn makes checkpoints near
+its prompt's end until the slot holds `--ctx-checkpoints`. The same run with `--ctx-checkpoints 1` is the baseline
+(with 0 a recurrent slot re-reads its whole conversation every turn: minutes a run here): the difference in the
+server's RSS growth (VmRSS of its process, from /proc) is what the extra checkpoints hold. The server's own log
+(verbosity 4) says how many each slot held and each one's size.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def conversation(port: int, slot: int, turns: int) -> None:
     messages = [{"role": "system", "content": f"agent {slot}: " + "read the files and fix the tests. " * 30}]
     with httpx.Client(timeout=300) as client:
         for turn in range(turns):
-            messages.append({"role": "user", "content": f"turn {turn} result: " + f"line {turn} ok; " * 50})
+            messages.append({"role": "user", "content": f"turn {turn} result: " + f"line {turn} ok; " * 28})
             reply = client.post(
                 f"http://127.0.0.1:{port}/v1/chat/completions",
                 json={"messages": messages, "max_tokens": 4, "id_slot": slot, "cache_prompt": True},
@@ -106,6 +107,7 @@ def run(model: Path, checkpoints: int, turns: int) -> dict:
     start(model, port, checkpoints)
     try:
         before = rss_bytes()
+        print(f"--ctx-checkpoints {checkpoints}: RSS before the requests {before / MIB:.1f} MiB", flush=True)
         threads = [threading.Thread(target=conversation, args=(port, s, turns)) for s in range(SLOTS)]
         for t in threads:
             t.start()
@@ -129,7 +131,7 @@ def main() -> None:
         model, state = write_model(Path(folder))
         rows = []
         for _ in range(args.runs):
-            for checkpoints in (0, 32):
+            for checkpoints in (1, 32):
                 row = run(model, checkpoints, args.turns)
                 rows.append(row)
                 held = sum(row["held"].values())
