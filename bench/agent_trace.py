@@ -44,8 +44,9 @@ import math
 import random
 from dataclasses import dataclass
 
+from kimik3_reconciler.engines.llamacpp.recurrent_state import KIMI_K3_ASSUMED, KdaShape
 from kimik3_reconciler.engines.llamacpp.smoke_model import TinyDims, is_kda_layer
-from kimik3_reconciler.model.catalog import CACHE_RAM_DEFAULT_MIB
+from kimik3_reconciler.model.catalog import CACHE_RAM_DEFAULT_MIB, CTX_CHECKPOINTS_DEFAULT
 
 MIB = 1 << 20
 WORDS = (
@@ -181,16 +182,22 @@ class HybridCache:
 
     @property
     def state_bytes(self) -> int:
-        d_inner = self.kda_heads * self.kda_head_dim
-        return self.kda_layers * (3 * (self.d_conv - 1) * d_inner + self.kda_head_dim**2 * self.kda_heads) * 4
+        return KdaShape(self.kda_layers, self.kda_heads, self.kda_head_dim, self.d_conv).state_bytes
 
     def conversation_bytes(self, tokens: int, checkpoints: int) -> int:
         return tokens * self.kv_bytes_per_token + (1 + checkpoints) * self.state_bytes
 
 
 # Kimi-K3: 93 layers, K row 512 + 64 (reference/llama-cpp.md §4); the MLA/KDA split and KDA dims assumed from the
-# public Kimi-Linear-48B-A3B config (full attention every 4th layer and the last; 32 heads of 128; conv 4).
-KIMI_K3 = HybridCache(mla_layers=24, kda_layers=69, latent=576, kda_heads=32, kda_head_dim=128, d_conv=4)
+# public Kimi-Linear-48B-A3B config (the product's KIMI_K3_ASSUMED, which the sizing gate counts too).
+KIMI_K3 = HybridCache(
+    mla_layers=93 - KIMI_K3_ASSUMED.layers,
+    kda_layers=KIMI_K3_ASSUMED.layers,
+    latent=576,
+    kda_heads=KIMI_K3_ASSUMED.heads,
+    kda_head_dim=KIMI_K3_ASSUMED.head_dim,
+    d_conv=KIMI_K3_ASSUMED.d_conv,
+)
 _TINY_LAYERS = 4  # write_tiny_kimi_k3's default, what tests/support/llama_replicas.py serves
 _DIMS = TinyDims()
 TINY = HybridCache(
@@ -203,7 +210,7 @@ TINY = HybridCache(
 )
 HOST_SLOTS = 8  # hybrid-q2.yaml and allvram-iq2xxs.yaml: parallel 8
 AGENT_CONTEXT_TOKENS = 40_000  # a mid-session agent conversation (assumed: "tens of thousands")
-MAX_CHECKPOINTS = 32  # llama-server's --ctx-checkpoints default; a mid-session conversation of ~25 turns has them all
+MAX_CHECKPOINTS = CTX_CHECKPOINTS_DEFAULT  # a mid-session conversation of ~25 turns has them all
 CHECKPOINTS_PER_TURN = 3  # seen on the tiny model (b11434): 2-3 made a request on one slot
 TEMPLATE_TOKENS = 8  # the tiny model's chat template per message (<|im_start|>, role, newline, <|im_end|>)
 

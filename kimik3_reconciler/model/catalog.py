@@ -63,6 +63,9 @@ Q2_K_XL_RAM = MeasuredRam(
 # llama-server's host-RAM prompt cache (--cache-ram) when the profile leaves serve.cache_ram out: 8192 MiB in the
 # pinned b11434 (reference/llama-cpp.md §1.1, `prompt cache is enabled, size limit: 8192 MiB`).
 CACHE_RAM_DEFAULT_MIB = 8192
+# The context checkpoints llama-server keeps per slot (--ctx-checkpoints) when the profile does not set it: 32 in
+# b11434 (reference/llama-cpp.md §1.1) and in the pinned mainline tree (common/common.h n_ctx_checkpoints).
+CTX_CHECKPOINTS_DEFAULT = 32
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from kimik3_reconciler.engines.base import HeaderShort, HeaderUnreadable
 from kimik3_reconciler.engines.llamacpp import local_files
+from kimik3_reconciler.engines.llamacpp.recurrent_state import kda_layer_state_bytes
 from kimik3_reconciler.model.facts import ModelFact, ModelLayout, RemoteFile
 
 _LAYER = re.compile(r"^blk\.(\d+)\.")
@@ -174,8 +175,7 @@ def summarize(headers: list[GgufHeader]) -> ModelLayout:
     heads = meta.get(f"{arch}.attention.head_count", 0)
     n_head = int(heads[0] if isinstance(heads, list) and heads else heads or 0)
     head_dim, d_conv = int(meta.get(f"{arch}.kda.head_dim", 0)), int(meta.get(f"{arch}.ssm.conv_kernel", 0))
-    d_inner = n_head * head_dim
-    state = (3 * max(0, d_conv - 1) * d_inner + head_dim * head_dim * n_head) * 4
+    state = kda_layer_state_bytes(n_head, head_dim, d_conv)
     kda_layers = sum(1 for h in kv_heads[:n_layer] if not h)
     latent = int(meta.get(f"{arch}.attention.kv_lora_rank", 0)) + int(meta.get(f"{arch}.rope.dimension_count", 0))
     return ModelLayout(

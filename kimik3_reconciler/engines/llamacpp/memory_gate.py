@@ -6,6 +6,8 @@
 - RAM for the CPU experts: a hybrid keeps what the GPUs do not hold in RAM (seed 000: UD-Q2_K_XL
   keeps ~130 GiB busy); `--load-mode none` reads it into allocated memory, so it must fit the RAM,
   and what other processes hold now (MemAvailable) is worth a warning.
+- RAM beside the weights (host_ram.py): the prompt cache (--cache-ram) and the live slots' context checkpoints
+  (serve.parallel x --ctx-checkpoints x one sequence's recurrent state), in every mode.
 - The speculative draft (seed 000): "~9 GB free on the draft's GPU plus room for the snapshots — use
   a per-device --fit-target list": the margin --fit leaves on that GPU must hold it on top of the quant's
   all-VRAM floor (6144 for UD-IQ2_XXS: 6144 + 9216), and the GPU too; with `gpus: all` the named
@@ -17,6 +19,12 @@ from __future__ import annotations
 
 from kimik3_reconciler.engines.gpus import requested_gpus
 from kimik3_reconciler.engines.llamacpp.drafts import draft_device
+from kimik3_reconciler.engines.llamacpp.host_ram import (
+    CheckpointMemory,
+    checkpoint_memory,
+    prompt_cache_bytes,
+    prompt_cache_words,
+)
 from kimik3_reconciler.engines.llamacpp.rules.drafts import DRAFT_ROOM_MIB
 from kimik3_reconciler.engines.llamacpp.vram_fit import (
     CUDA_CONTEXT_BYTES,
@@ -88,19 +96,16 @@ def memory_findings(
         ours_running,
         remote,
         prompt_cache_bytes(profile),
+        checkpoint_memory(profile, observed),
     )
 
 
-def prompt_cache_bytes(profile: Profile) -> int:
-    """The host RAM llama-server's prompt cache may fill: serve.cache_ram, else its default (8192 MiB)."""
-    mib = profile.serve.cache_ram if profile.serve.cache_ram is not None else catalog.CACHE_RAM_DEFAULT_MIB
-    return mib * MIB
-
-
-def _cache_words(cache: int) -> str:
-    return (
-        f"the prompt cache {gib(cache)} (serve.cache_ram; llama-server's default {catalog.CACHE_RAM_DEFAULT_MIB} MiB)"
-    )
+def _beside_weights(cache: int, checkpoints: CheckpointMemory | None) -> tuple[int, list[str]]:
+    """(bytes, words) of what llama-server keeps in RAM beside the weights: the prompt cache, the checkpoints."""
+    parts = [(cache, prompt_cache_words(cache))] if cache else []
+    if checkpoints is not None and checkpoints.total:
+        parts.append((checkpoints.total, checkpoints.words()))
+    return sum(n for n, _ in parts), [w for _, w in parts]
 
 
 def _expert_ram(
@@ -110,11 +115,13 @@ def _expert_ram(
     ours_running: bool,
     remote: int = 0,
     cache: int = 0,
+    checkpoints: CheckpointMemory | None = None,
 ) -> tuple[list[str], list[str]]:
     # What the RPC workers hold does not stay in this host's RAM (llama.cpp puts their devices first).
     cpu = max(0, (decision.cpu_bytes or 0) - remote) if decision.cpu_bytes and remote else decision.cpu_bytes
-    if not cpu and not cache:
-        return [], []  # all-VRAM with no prompt cache, or the split is unknown (no GPU facts)
+    beside, words = _beside_weights(cache, checkpoints)
+    if not cpu and not beside:
+        return [], []  # all-VRAM with no prompt cache nor checkpoints, or the split is unknown (no GPU facts)
     if not cpu:
         where, weights = "the server keeps", 0  # all-VRAM (or the split unknown): only the prompt cache is in RAM
     elif decision.gpus == 0:
@@ -129,21 +136,28 @@ def _expert_ram(
         )
     if decision.floor and cpu:
         where += f" ({decision.floor}; kimik3's own estimate was {gib(decision.estimate_bytes or 0)})"
-    need = weights + cache
-    if cpu and cache:
-        held = f"in RAM, {gib(weights)} with {RUNTIME_HEADROOM:.0%} headroom, + {_cache_words(cache)} = {gib(need)}"
+    need = weights + beside
+    if cpu and beside:
+        held = f"in RAM, {gib(weights)} with {RUNTIME_HEADROOM:.0%} headroom, + {' + '.join(words)} = {gib(need)}"
     elif cpu:
         held = f"in RAM, {gib(need)} with {RUNTIME_HEADROOM:.0%} headroom"
     else:
-        held = f"{_cache_words(cache)} in RAM"
+        held = f"{' + '.join(words)} in RAM" + (f" = {gib(need)}" if len(words) > 1 else "")
     # rule: sizing-headroom
     # Seed 000: the hybrid keeps its CPU experts in RAM (~130 GiB for UD-Q2_K_XL); --load-mode none allocates them.
     # rule: prompt-cache-ram
     # Seed 000 step 5 (CACHE_RAM): llama-server's prompt cache lives in the same RAM as the CPU experts.
+    # rule: ctx-checkpoint-ram
+    # Each slot keeps up to --ctx-checkpoints copies of its recurrent state on the host, outside --cache-ram.
     if need > ram_total:
+        fewer = (
+            ", fewer slots (serve.parallel) or checkpoints (--ctx-checkpoints N in serve.extra_args)"
+            if checkpoints is not None and checkpoints.total
+            else ""
+        )
         return [
             f"{where} {held}, but the host has {gib(ram_total)} of RAM: use more GPUs, a smaller quant, "
-            "a smaller serve.cache_ram, or more RAM"
+            f"a smaller serve.cache_ram{fewer}, or more RAM"
         ], []
     if ram_available is not None and need > ram_available and not ours_running:
         return [], [

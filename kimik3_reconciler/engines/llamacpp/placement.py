@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from kimik3_reconciler.engines.gpus import requested_gpus
 from kimik3_reconciler.engines.llamacpp import sizing
+from kimik3_reconciler.engines.llamacpp.host_ram import ram_lines
 from kimik3_reconciler.engines.llamacpp.vram_fit import (
     CUDA_CONTEXT_BYTES,
     ModeDecision,
@@ -48,6 +49,7 @@ class Forecast:
     load_seconds: float
     rpc: tuple[str, ...] = ()  # one line per RPC worker device: what it offers and the layers it gets
     measured_ram: str = ""  # where the seed measured more RAM than this forecast (the sizing gate counts that)
+    ram: tuple[str, ...] = ()  # host RAM beside the weights: the prompt cache, the slots' context checkpoints
 
     def lines(self) -> list[str]:
         cpu = self.cpu_expert_layers
@@ -63,6 +65,7 @@ class Forecast:
             for d in self.devices
         ]
         out += [f"  {line}" for line in self.rpc]
+        out += [f"  {line}" for line in self.ram]
         return out
 
 
@@ -131,7 +134,7 @@ def forecast(profile: Profile, observed: Observed, decision: ModeDecision | None
     rpc = rpc_lines(profile, observed, layout)
     if profile.build.variant == "cpu" or profile.gpus == "none":
         layers = tuple(i for i, e in enumerate(layout.layer_experts) if e)
-        return Forecast("cpu", layers, (), total, load, rpc)
+        return Forecast("cpu", layers, (), total, load, rpc, ram=ram_lines(profile, observed))
     gpus, _ = requested_gpus(profile, host)
     if not gpus:
         return None  # GPU facts unknown (or absent: the gate says so)
@@ -154,4 +157,6 @@ def forecast(profile: Profile, observed: Observed, decision: ModeDecision | None
         if decision.floor and (decision.cpu_bytes or 0) > host_bytes
         else ""
     )
-    return Forecast("hybrid" if cpu else "all-vram", tuple(sorted(cpu)), tuple(shares), host_bytes, load, rpc, measured)
+    mode_seen = "hybrid" if cpu else "all-vram"
+    ram = ram_lines(profile, observed)
+    return Forecast(mode_seen, tuple(sorted(cpu)), tuple(shares), host_bytes, load, rpc, measured, ram)

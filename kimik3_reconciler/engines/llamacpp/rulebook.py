@@ -542,6 +542,23 @@ RULEBOOK: tuple[Rule, ...] = (
         "8192 MiB by default in b11434)",
     ),
     Rule(
+        "ctx-checkpoint-ram",
+        "refuse",
+        "the sizing gate counts the slots' context checkpoints in RAM: serve.parallel x --ctx-checkpoints (32 "
+        "unless serve.extra_args or serve.env sets it) x one sequence's recurrent state (the KDA layers', from the "
+        "GGUF headers, else Kimi-K3's assumed shape), on top of the CPU experts and the prompt cache",
+        "llama-server copies each slot's recurrent state to the host at the end of a prompt and at user turns, up "
+        "to --ctx-checkpoints a slot, outside --cache-ram: ~37 GiB for 8 slots of 32 on Kimi-K3; a host that fits "
+        "only the weights and the prompt cache is killed for memory once the first conversations filled them",
+        ("kimik3_reconciler.engines.llamacpp.memory_gate",),
+        (
+            "cases/plan/230-checkpoints-push-hybrid-over.yaml",
+            "cases/plan/231-checkpoints-fewer-fit.yaml",
+            "unit/planning/test_checkpoint_ram.py",
+        ),
+        seed="not in the seeds: reference/llama-cpp.md §1.1 (--ctx-checkpoints 32), §4.5 (KDA state, checkpoints)",
+    ),
+    Rule(
         "draft-gpu-room",
         "refuse",
         "the draft's GPU keeps the quant's all-VRAM floor + 9216 MiB free after --fit "

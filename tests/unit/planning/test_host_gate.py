@@ -216,32 +216,37 @@ def test_the_seed_host_fits_q2_k_xl_and_a_small_one_does_not() -> None:
     with pytest.raises(PlanError, match="the host gate refuses this profile"):
         plan(q2, observed(host=rtx_pro_pool(64), model=SEED_Q2))
     # Issue 27 item 2: kimik3 estimates ~70 GiB of experts the GPUs leave (after 4096 MiB margins), but the seed
-    # measured ~130 GiB on this host; with 10 % and the default prompt cache (8 GiB) that is 151 GiB: 128 GiB of
-    # RAM is refused, 160 GiB passes.
+    # measured ~130 GiB on this host; with 10 % and the default prompt cache (8 GiB) that is 151 GiB, and the 8 slots'
+    # 32 context checkpoints of 147.7 MiB (Kimi-K3's assumed KDA state: no GGUF headers here) add 36.9 GiB: 187.9 GiB.
+    # 128 GiB of RAM is refused, and so is 160 GiB (it passed before the checkpoints were counted); 192 GiB passes.
     refusals, _ = host_gate(q2, observed(host=rtx_pro_pool(128), model=SEED_Q2))
     assert refusals == [
         "the hybrid keeps ~130.0 GiB of experts the 8 GPU(s) cannot hold (seed 000 step 2 measured ~130 GiB on 8x RTX "
         "PRO 6000 (765 GiB of VRAM); kimik3's own estimate was 70.1 GiB) in RAM, 143.0 GiB with 10% headroom, + the "
-        "prompt cache 8.0 GiB (serve.cache_ram; llama-server's default 8192 MiB) = 151.0 GiB, but the host has 128.0 "
-        "GiB of RAM: use more GPUs, a smaller quant, a smaller serve.cache_ram, or more RAM"
+        "prompt cache 8.0 GiB (serve.cache_ram; llama-server's default 8192 MiB) + the slots' context checkpoints "
+        "36.9 GiB (serve.parallel 8 x 32 (llama-server's default --ctx-checkpoints) x 147.7 MiB of recurrent state, "
+        "assumed until the GGUF headers are read: Kimi-Linear-48B-A3B's KDA shape, 69 layers of 32 heads of 128) = "
+        "187.9 GiB, but the host has 128.0 GiB of RAM: use more GPUs, a smaller quant, a smaller serve.cache_ram, "
+        "fewer slots (serve.parallel) or checkpoints (--ctx-checkpoints N in serve.extra_args), or more RAM"
     ]
-    assert host_gate(q2, observed(host=rtx_pro_pool(160), model=SEED_Q2)) == ([], [])
+    assert host_gate(q2, observed(host=rtx_pro_pool(160), model=SEED_Q2))[0]
+    assert host_gate(q2, observed(host=rtx_pro_pool(192), model=SEED_Q2)) == ([], [])
 
 
 def test_the_hybrid_warns_when_other_processes_hold_the_ram_it_needs() -> None:
     q2 = profile(**SEED_BUILD)
-    busy = rtx_pro_pool(256).model_copy(update={"ram_available": 145 * GIB})
+    busy = rtx_pro_pool(256).model_copy(update={"ram_available": 185 * GIB})
     refusals, warnings = host_gate(q2, observed(host=busy, model=SEED_Q2))
     assert (
         refusals == []
         and len(warnings) == 1
         and warnings[0].endswith(
-            "= 151.0 GiB, but only 145.0 GiB of the 256.0 GiB is available now: other processes hold the rest (the load "
+            "= 187.9 GiB, but only 185.0 GiB of the 256.0 GiB is available now: other processes hold the rest (the load "
             "may be killed for memory)"
         )
     )
 
-    # serve.cache_ram counts as written: 1024 MiB makes it 144.0 GiB, which the 145 GiB available hold.
+    # serve.cache_ram counts as written: 1024 MiB makes it 180.9 GiB (with the checkpoints' 36.9), which 185 GiB hold.
     def with_cache(mib: int):
         return profile(**{**SEED_BUILD, "gpus: [0]": f"gpus: all\nserve: {{cache_ram: {mib}}}"})
 

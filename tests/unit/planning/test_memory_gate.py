@@ -103,8 +103,10 @@ def test_the_cpu_variant_keeps_the_whole_quant_in_ram() -> None:
     _, warnings = memory_findings(cpu, observed(cpu, host=busy, model=model), ours_running=False)
     assert warnings == [
         "the CPU build keeps the whole quant in RAM, 440.0 GiB with 10% headroom, + the prompt cache "
-        "8.0 GiB (serve.cache_ram; llama-server's default 8192 MiB) = 448.0 GiB, but only 300.0 GiB "
-        "of the 1024.0 GiB is available now: other processes hold the rest (the load may be killed "
+        "8.0 GiB (serve.cache_ram; llama-server's default 8192 MiB) + the slots' context checkpoints 36.9 GiB "
+        "(serve.parallel 8 x 32 (llama-server's default --ctx-checkpoints) x 147.7 MiB of recurrent state, assumed "
+        "until the GGUF headers are read: Kimi-Linear-48B-A3B's KDA shape, 69 layers of 32 heads of 128) = 484.9 GiB, "
+        "but only 300.0 GiB of the 1024.0 GiB is available now: other processes hold the rest (the load may be killed "
         "for memory)"
     ]
 
@@ -166,13 +168,14 @@ def test_the_seed_hosts_hybrid_ram_is_at_least_what_the_seed_measured() -> None:
     decision = derive_mode(q2, observed(q2, host=seed, model=files))
     assert decision.mode == "hybrid" and decision.cpu_bytes is not None and decision.cpu_bytes >= 130 * GIB
     assert decision.estimate_bytes is not None and decision.estimate_bytes < 80 * GIB
-    # 1 TiB (the seed's RAM) holds it; 150 GiB holds 143 GiB of experts with headroom, not the 8 GiB prompt cache too
+    # 1 TiB (the seed's RAM) holds it; 187 GiB holds 143 GiB of experts with headroom and the 8 slots' 36.9 GiB of
+    # context checkpoints, not the 8 GiB prompt cache too (187.9 GiB)
     assert memory_findings(q2, observed(q2, host=seed, model=files), ours_running=False) == ([], [])
-    (refused,), _ = memory_findings(q2, observed(q2, host=seed000_host(ram_total=150 * GIB), model=files), False)
-    assert "= 151.0 GiB, but the host has 150.0 GiB of RAM" in refused
+    (refused,), _ = memory_findings(q2, observed(q2, host=seed000_host(ram_total=187 * GIB), model=files), False)
+    assert "= 187.9 GiB, but the host has 187.0 GiB of RAM" in refused
     cache_1g = profile(gpus="all", quant="UD-Q2_K_XL", serve="{cache_ram: 1024}")
     assert memory_findings(
-        cache_1g, observed(cache_1g, host=seed000_host(ram_total=150 * GIB), model=files), False
+        cache_1g, observed(cache_1g, host=seed000_host(ram_total=187 * GIB), model=files), False
     ) == ([], [])
     h200s = derive_mode(q2, observed(q2, host=h200_host(8, ram_total=TIB), model=files))
     assert h200s.mode == "all-vram" and h200s.estimate_bytes is None
