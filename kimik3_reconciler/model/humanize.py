@@ -11,6 +11,8 @@ def gib(n: int) -> str:
         return f"{n / (1 << 30):.1f} GiB"
     if n >= 1 << 20:
         return f"{n / (1 << 20):.1f} MiB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):.1f} KiB"
     return f"{n} B"
 
 

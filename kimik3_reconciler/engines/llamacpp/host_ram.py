@@ -84,7 +84,7 @@ class CheckpointMemory:
             return f"the context checkpoints 0 B ({self.state_source})"
         return (
             f"the slots' context checkpoints {gib(self.total)} (serve.parallel {self.slots} x {self.per_slot} "
-            f"({self.per_slot_source}) x {self.state_bytes / MIB:.1f} MiB of recurrent state, {self.state_source})"
+            f"({self.per_slot_source}) x {gib(self.state_bytes)} of recurrent state, {self.state_source})"
         )
 
 
