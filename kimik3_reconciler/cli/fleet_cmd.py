@@ -267,11 +267,12 @@ def _add_apply() -> None:
     """`fleet apply` and its hidden `router-step` (cli/fleet_apply.py: the rollout through Ansible)."""
     from kimik3_reconciler.cli import fleet_image, fleet_mirror
     from kimik3_reconciler.cli.fleet_apply import register
-    from kimik3_reconciler.cli.fleet_router import route_cmd
+    from kimik3_reconciler.cli.fleet_router import keep_cmd, route_cmd
     from kimik3_reconciler.cli.fleet_slurm import job_step
 
     register(fleet)
     fleet.add_command(route_cmd)
+    fleet.add_command(keep_cmd)
     fleet.add_command(job_step)
     fleet_mirror.register(fleet)
     fleet_image.register(fleet)
