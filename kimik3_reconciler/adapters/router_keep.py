@@ -31,7 +31,9 @@ SYSTEMD, KEEPER = "systemd", "keeper"
 RESTART_S = 1.0  # the pause before a process that exited is started again (both supervisors)
 BACKOFF_MAX_S = 30.0  # the keeper's longest pause, for a process that keeps exiting at once
 STEADY_S = 10.0  # a process that ran this long before it exited is started again after RESTART_S (no backoff)
-FIRST_S = 5.0  # the keeper's first start that exits within this is not retried: `fleet apply` reports it
+# The keeper's first start that exits within this is not retried: a start that fails (bad flags, its port taken)
+# exits in milliseconds, and `fleet apply` reports it at once instead of waiting out its start timeout.
+FIRST_S = 2.0
 PR_SET_PDEATHSIG = 1
 Start = Callable[[list[str], Path, Callable[[], bool], float], int]
 
@@ -144,7 +146,8 @@ def pause_after(ran_s: float, pause_s: float) -> float:
 
 def keep(argv: list[str], say: Callable[[str], None]) -> int:
     """Run `argv`, start it again whenever it exits, until SIGTERM/SIGINT (passed on to it; then its exit status).
-    A first run that ends within FIRST_S is not retried (its status returned): a start that fails is the caller's."""
+    A first run that ends within FIRST_S is not retried (its status returned): a start that fails is the caller's.
+    The status as a shell gives it: 128 + N for a child ended by signal N."""
     stopping = False
     child: subprocess.Popen | None = None
 
@@ -165,7 +168,7 @@ def keep(argv: list[str], say: Callable[[str], None]) -> int:
         code = child.wait()
         ran = time.monotonic() - began
         if stopping or (first and ran < FIRST_S):
-            return code
+            return code if code >= 0 else 128 - code
         first, pause = False, pause_after(ran, pause)
         say(
             f"kimik3 keep: {name} (pid {child.pid}) exited with status {code} after {ran:.0f} s; "
@@ -175,4 +178,4 @@ def keep(argv: list[str], say: Callable[[str], None]) -> int:
         while not stopping and time.monotonic() < deadline:
             time.sleep(0.1)
         if stopping:
-            return code
+            return code if code >= 0 else 128 - code
