@@ -1,5 +1,5 @@
 """The fleet's router kept running without systemd (adapters/router_keep.py's keeper, what `fleet apply` uses in a
-container and in CI): on real smg, kimik3's router and a stdlib stand-in replica. smg listens on loopback behind
+container and in CI): on real smg, kimik3's router and a stand-in replica (support/stand_in_worker.py). smg listens on loopback behind
 kimik3's router; killed (SIGKILL, as the OOM killer does), smg is started again by its keeper and kimik3's router
 registers the replica with it again; kimik3's router killed is started again too; `fleet status`'s router check passes
 after each; a second `fleet apply` changes nothing; the fleet's end stops keepers and children. Ports 19661-19664
@@ -12,15 +12,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
 import pytest
 from support.realparts import wait_for
+from support.stand_in_worker import serve_worker
 
 from kimik3_reconciler.adapters.router_keep import FIRST_S, KEEPER, supervisor
 from kimik3_reconciler.adapters.router_smg import SmgRouter
@@ -39,21 +38,6 @@ pytestmark = pytest.mark.fleet_rollout  # the fleet extra (smg): CI's fleet stag
 
 PORT, REPLICA_PORT, NAME = 19661, 19664, "k3keep"
 REPLICA = f"http://127.0.0.1:{REPLICA_PORT}"
-
-
-class Replica(BaseHTTPRequestHandler):
-    """What smg asks a worker before it lists it (/health, /v1/models, /version, ...): 200 and one model."""
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        return
 
 
 def fleet() -> SimpleNamespace:
@@ -85,8 +69,7 @@ def healthy() -> bool:
 
 @pytest.mark.skipif(supervisor() != KEEPER, reason="systemd runs here: tests/integration/test_fleet_router_systemd.py")
 def test_a_killed_smg_and_router_are_started_again_with_the_replica_back(tmp_path: Path) -> None:
-    replica = ThreadingHTTPServer(("127.0.0.1", REPLICA_PORT), Replica)
-    threading.Thread(target=replica.serve_forever, daemon=True).start()
+    replica = serve_worker(REPLICA_PORT)
     state = tmp_path / "state"
     try:
         ensure_router(fleet(), state, {"h1": REPLICA}, lambda _url: True)
