@@ -135,6 +135,13 @@ def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
     return {"wanted": layout.describe(), "supervisor": keeper, "now": now, "change": change}
 
 
+def recorded_supervisor(state_dir: Path, fleet_name: str) -> str | None:
+    """Who keeps the router `fleet apply` started running (`fleet status`): systemd, keeper, none (an earlier
+    release's); None where no `fleet apply` started one."""
+    record = _read(record_path(state_dir, fleet_name))
+    return _supervisor(record) if record else None
+
+
 def _supervisor(record: dict) -> str:
     """Who keeps the recorded processes running: 'none' in a record from before kimik3 supervised its router."""
     return record.get("supervisor", "none")
