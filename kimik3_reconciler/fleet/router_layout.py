@@ -30,12 +30,16 @@ class RouterLayout:
 
     policy: str  # the fleet file's (in force)
     bind: str  # the address the clients' port and smg's metrics listen on
-    smg_bind: str  # smg's HTTP port's: loopback behind kimik3's router, `bind` where smg is alone
     url: str  # where clients send requests
     smg_url: str  # smg's HTTP port: its control API (workers), and its routing where it is alone
     smg_metrics_url: str
     smg_policy: str
     proxy: bool
+
+    @property
+    def smg_bind(self) -> str:
+        """The address smg's HTTP port listens on: loopback behind kimik3's router, `bind` where smg is alone."""
+        return self.smg_url.split("//", 1)[1].rsplit(":", 1)[0].strip("[]")
 
     @property
     def smg_port(self) -> int:
@@ -83,7 +87,6 @@ def router_layout(router: RouterPlacement) -> RouterLayout:
     return RouterLayout(
         router.policy,
         bind,
-        smg_bind,
         f"{_base(bind)}:{router.port}",
         f"{_base(smg_bind)}:{smg_port}",
         f"{_base(bind)}:{router.port + METRICS_OFFSET}",
