@@ -73,10 +73,15 @@ class RouterWorker:
 
 
 def smg_argv(
-    host: str, port: int, metrics_port: int, policy: str, settings: tuple[str, ...] | None = None
+    host: str,
+    port: int,
+    metrics_port: int,
+    policy: str,
+    settings: tuple[str, ...] | None = None,
+    metrics_host: str | None = None,
 ) -> list[str]:
     """The router's command line: bound to `host` (loopback unless the fleet file says otherwise), its metrics
-    listener on the same address (smg's default is 0.0.0.0:29000), smg's regular HTTP router (its default backend:
+    listener on `metrics_host` (None: the same address; smg's default is 0.0.0.0:29000), smg's regular HTTP router (its default backend:
     llama-server, vLLM and SGLang register as OpenAI-compatible workers and the policy chooses among them). Not
     `--backend openai`: that mode is smg's proxy to OpenAI-style providers, which sends every request for a model
     to one worker whatever the policy (seen with smg 1.13: 3 llama-server workers, round_robin, all 6 requests on
@@ -93,7 +98,7 @@ def smg_argv(
         "--port",
         str(port),
         "--prometheus-host",
-        host,
+        metrics_host or host,
         "--prometheus-port",
         str(metrics_port),
         "--policy",
@@ -206,15 +211,23 @@ def start_smg(
     log: Path,
     timeout_s: float = 60.0,
     settings: tuple[str, ...] | None = None,
+    metrics_host: str | None = None,
+    start: Callable[[list[str], Path, Callable[[], bool], float], int] | None = None,
 ) -> RunningRouter:
-    """smg started detached (its own session, its output in `log`); returned once its control API answers."""
-    url = f"http://{host}:{port}"
+    """smg started by `start` (None: `start_detached`, its own session, its output in `log`; `fleet apply` passes
+    its supervisor's, adapters/router_keep.py); returned once its control API answers."""
+    url = f"http://{_host(host)}:{port}"
     router = SmgRouter(url)
+    argv = smg_argv(host, port, metrics_port, policy, settings, metrics_host)
     try:
-        pid = start_detached(smg_argv(host, port, metrics_port, policy, settings), log, router.answers, timeout_s)
+        pid = (start or start_detached)(argv, log, router.answers, timeout_s)
     finally:
         router.close()
-    return RunningRouter(pid, url, f"http://{host}:{metrics_port}", log)
+    return RunningRouter(pid, url, f"http://{_host(metrics_host or host)}:{metrics_port}", log)
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
 
 
 def start_detached(argv: list[str], log: Path, answers: Callable[[], bool], timeout_s: float) -> int:

@@ -6,7 +6,9 @@ feeds the policy what the reply says the server reused (routing/replies.py).
 smg still runs behind it, on an internal port: the rotation (which replicas may take new requests: smg's health
 checks, breakers and the rollout's `router: out`/`router: in`) is smg's worker list, read every ROTATION_POLL_S;
 every other path (/v1/models, /health, ...) and any request the policy cannot key goes through smg, except smg's
-control API (SMG_CONTROL: refused here, served on smg's own port).
+control API (SMG_CONTROL: refused here, served on smg's own port, on loopback). An smg that comes back from an outage
+with no worker (restarted by its supervisor, adapters/router_keep.py: smg keeps its workers in memory only) is given
+back the workers it listed before (`Rotation.restore`).
 
 A new connection per request to a replica (force_close): llama-server closes a kept-alive connection after a
 streamed reply (b11434, seen by bench/fleet_cache.py) and the next request on it failed. A request a replica did
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from kimik3_reconciler.adapters.latency_proxy import SESSION, bad_gateway, client_session, pass_back, send
-from kimik3_reconciler.adapters.router_smg import SmgRouter
+from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter
 from kimik3_reconciler.routing.replies import ReplyReader, request_keys
 from kimik3_reconciler.routing.slot_route import SlotRoute
 
@@ -36,6 +39,9 @@ UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not r
 CONNECT_S = 10.0  # a replica's connection not open by then: its host down or cut off (tried on the next replica)
 PER_REPLICA = 256  # connections open to one replica at once (requests past it wait in the router for one to end)
 KEYED_ON_LOOP = 256 << 10  # a body up to this size is keyed on the event loop (about a millisecond); larger: a thread
+# smg adds a worker in the background (after its first health check): for this long after a restore an empty list
+# does not replace the workers to restore, so a second restart meanwhile still gets them back.
+RESTORE_GRACE_S = 30.0
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
 # smg's control API (its worker list, caches, WASM modules, profiler): served on smg's own port (P + 2), never through
 # the clients' address: a client of the router could otherwise add a worker of its own (and be sent other users'
@@ -96,6 +102,11 @@ class RouterMetrics:
             registry=registry,
         )
         self.rotation = Gauge("kimik3_router_rotation", "replicas in rotation (smg's worker list)", registry=registry)
+        self.restored = Counter(
+            "kimik3_router_smg_restored",
+            "workers registered with smg again after it came back from an outage with none (restarted)",
+            registry=registry,
+        )
         self.through_smg = Counter(
             "kimik3_router_through_smg", "requests sent through smg (other paths, unkeyed bodies)", registry=registry
         )
@@ -107,12 +118,31 @@ class Rotation:
     def __init__(self, smg: SmgRouter, metrics: RouterMetrics) -> None:
         self.smg, self.metrics = smg, metrics
         self.urls: list[str] = []
+        self.listed: list[str] = []  # every worker smg listed at the last read, in rotation or not
         self.unread = False  # the last read failed (logged once until one succeeds)
+        self.restored_at = -RESTORE_GRACE_S  # when `restore` last ran (time.monotonic())
+
+    def restore(self) -> int:
+        """Register again the workers smg listed before its outage; how many it took. Only after an outage: a list
+        that empties while smg answers is the rollout's doing (`router: out`) and stays empty."""
+        taken = 0
+        for url in self.listed:
+            try:
+                self.smg.add(url)
+                taken += 1
+            except RouterError as exc:  # its server down meanwhile, or being added already: the others still go in
+                log.warning("smg: %s not registered again: %s", url, exc)
+        return taken
 
     async def follow(self) -> None:
         while True:
             try:
                 workers = await asyncio.to_thread(self.smg.workers)
+                if self.unread and not workers and self.listed:
+                    taken = await asyncio.to_thread(self.restore)
+                    self.restored_at = time.monotonic()
+                    self.metrics.restored.inc(taken)
+                    log.warning("smg came back with no worker: %d of %d registered again", taken, len(self.listed))
                 urls = [w.url for w in workers if w.in_rotation]
             except Exception as exc:  # noqa: BLE001 - RouterError, and what smg.workers() does not translate
                 # smg unread (restarting, busy) or its answer not the worker list (not JSON, a field missing, a
@@ -125,8 +155,15 @@ class Rotation:
                 self.unread = True
                 self.metrics.errors.labels(kind="rotation").inc()
             else:
-                self.urls, self.unread = urls, False
-                self.metrics.rotation.set(len(urls))
+                self.unread = False
+                restoring = time.monotonic() - self.restored_at <= RESTORE_GRACE_S
+                # While smg adds back what was restored (its health checks first), the last rotation stands: the
+                # replicas did not go anywhere, only smg's memory of them.
+                if urls or not restoring:
+                    self.urls = urls
+                if workers or not restoring:
+                    self.listed = [w.url for w in workers]
+                self.metrics.rotation.set(len(self.urls))
             await asyncio.sleep(ROTATION_POLL_S)
 
 

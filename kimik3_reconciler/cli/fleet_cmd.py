@@ -124,7 +124,7 @@ def _server_readings(fleet, answers) -> dict:  # noqa: ANN001 - each running ser
 def _router_line(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
     """The router as the fleet file lays it out (policy, kimik3's router and smg's addresses), what answers, and
     whether that is what the layout wants (`ok`; else `message`: the router down fails `fleet status`)."""
-    from kimik3_reconciler.cli.fleet_router import record_path, router_now, router_problem
+    from kimik3_reconciler.cli.fleet_router import record_path, recorded_supervisor, router_now, router_problem
     from kimik3_reconciler.fleet.router_layout import router_layout
 
     layout = router_layout(fleet.router)
@@ -132,7 +132,13 @@ def _router_line(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
     started = record_path(state_dir, fleet.name).exists()
     problem = router_problem(layout, now, started)
     answering = now if started or now != "nothing" else "nothing (not started yet)"
-    line = {"policy": layout.policy, "layout": layout.describe(), "answering": answering, "ok": problem is None}
+    line = {
+        "policy": layout.policy,
+        "layout": layout.describe(),
+        "answering": answering,
+        "supervisor": recorded_supervisor(state_dir, fleet.name),  # systemd, keeper, none; None: not started
+        "ok": problem is None,
+    }
     return line if problem is None else {**line, "message": f"router: {problem}"}
 
 
@@ -250,7 +256,8 @@ def status_cmd(
                 click.clear()
             for line in status_lines(rows):
                 _out.print(line, highlight=False)
-            _out.print(f"router: {layout['layout']} ({layout['answering']} answers)", highlight=False)
+            kept = f"; kept by {layout['supervisor']}" if layout["supervisor"] else ""
+            _out.print(f"router: {layout['layout']} ({layout['answering']} answers{kept})", highlight=False)
         shown += 1
         if not watch or (iterations and shown >= iterations):
             break
@@ -268,11 +275,12 @@ def _add_apply() -> None:
     """`fleet apply` and its hidden `router-step` (cli/fleet_apply.py: the rollout through Ansible)."""
     from kimik3_reconciler.cli import fleet_image, fleet_mirror
     from kimik3_reconciler.cli.fleet_apply import register
-    from kimik3_reconciler.cli.fleet_router import route_cmd
+    from kimik3_reconciler.cli.fleet_router import keep_cmd, route_cmd
     from kimik3_reconciler.cli.fleet_slurm import job_step
 
     register(fleet)
     fleet.add_command(route_cmd)
+    fleet.add_command(keep_cmd)
     fleet.add_command(job_step)
     fleet_mirror.register(fleet)
     fleet_image.register(fleet)

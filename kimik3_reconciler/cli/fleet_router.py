@@ -1,8 +1,9 @@
 """The fleet's router on the controller (fleet/router_layout.py: what runs where): `ensure_router` (run by `fleet
-apply`) converges it: smg, and kimik3's router in front of it where the policy is `slots`, each started detached when
-nothing answers on its port; a router a previous `fleet apply` started in another layout (the policy changed, or smg
-alone on the clients' port from before kimik3 had a router) is stopped and replaced; the hosts that serve are
-registered with smg. The record `<state>/fleet/<name>/router.json` keeps the pids and the layout.
+apply`) converges it: smg, and kimik3's router in front of it where the policy is `slots`, each started supervised
+(adapters/router_keep.py: a systemd unit, else under `kimik3 fleet keep`) when nothing answers on its port; a router a
+previous `fleet apply` started in another layout (the policy changed, or smg alone on the clients' port from before
+kimik3 had a router) or under another supervisor is stopped and replaced; the hosts that serve are registered with
+smg. The record `<state>/fleet/<name>/router.json` keeps the pids (units), the supervisor and the layout.
 
 `router_now` says what answers (`fleet plan`, `fleet status`), `router_problem` what `fleet status` fails on; the
 hidden `kimik3 fleet route` runs kimik3's
@@ -109,16 +110,21 @@ def router_problem(layout, now: str, started: bool = True) -> str | None:  # noq
 
 def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
     """The router as the fleet file wants it, what answers now, and what `fleet apply` changes (for `fleet plan`)."""
+    from kimik3_reconciler.adapters.router_keep import describe, supervisor
     from kimik3_reconciler.fleet.router_layout import router_layout
 
     layout = router_layout(fleet.router)
     now = router_now(layout)
-    was = recorded_layout(_read(record_path(state_dir, fleet.name)), layout)
+    record = _read(record_path(state_dir, fleet.name))
+    was = recorded_layout(record, layout)
     wanted = "kimik3 router" if layout.proxy else "smg"
+    keeper = supervisor()
     if now == "nothing":
-        change = f"starts {layout.describe()}"
+        change = f"starts {layout.describe()}; {describe(keeper)}"
     elif was is not None and was != layout.record():
         change = f"replaces {now} (policy {was.get('policy')}) on {layout.url} with {layout.describe()}"
+    elif was is not None and _supervisor(record) != keeper:
+        change = f"restarts {now} on {layout.url} supervised ({_supervisor(record)} before): {describe(keeper)}"
     elif now != wanted:
         change = (
             f"{now} answers on {layout.url}, not started by kimik3 for this fleet: left as it is, and `fleet apply` "
@@ -126,21 +132,41 @@ def router_change(fleet, state_dir: Path) -> dict:  # noqa: ANN001 - fleet.Fleet
         )
     else:
         change = None
-    return {"wanted": layout.describe(), "now": now, "change": change}
+    return {"wanted": layout.describe(), "supervisor": keeper, "now": now, "change": change}
+
+
+def recorded_supervisor(state_dir: Path, fleet_name: str) -> str | None:
+    """Who keeps the router `fleet apply` started running (`fleet status`): systemd, keeper, none (an earlier
+    release's); None where no `fleet apply` started one."""
+    record = _read(record_path(state_dir, fleet_name))
+    return _supervisor(record) if record else None
+
+
+def _supervisor(record: dict) -> str:
+    """Who keeps the recorded processes running: 'none' in a record from before kimik3 supervised its router."""
+    return record.get("supervisor", "none")
 
 
 def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -> None:  # noqa: ANN001
     """The fleet's router converged to its layout, every serving host (name -> url; `serves(url)`) in smg."""
-    from kimik3_reconciler.adapters.router_smg import SmgRouter, start_smg
+    from kimik3_reconciler.adapters.router_keep import supervisor
+    from kimik3_reconciler.adapters.router_smg import RouterError, SmgRouter, start_smg
     from kimik3_reconciler.fleet.router_layout import router_layout
 
     layout = router_layout(fleet.router)
     path = record_path(state_dir, fleet.name)
     record = _read(path)
     was = recorded_layout(record, layout)
+    keeper = supervisor()
     if was is not None and was != layout.record():
         _stop_recorded(record)
         _err.print(f"router: the one started for policy {was.get('policy')} stopped; now {layout.describe()}")
+        record = {}
+    elif was is not None and _supervisor(record) != keeper:
+        # Started unsupervised (an earlier release) or under the other supervisor (run as another user): as it runs,
+        # nothing would start it again, so it is replaced by processes this controller keeps.
+        _stop_recorded(record)
+        _err.print(f"router: the one started with supervisor {_supervisor(record)} stopped; now {keeper}")
         record = {}
     router = SmgRouter(layout.smg_url, layout.smg_metrics_url)
     try:
@@ -148,23 +174,44 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
         # Before anything starts: a port another process holds (an smg or anything not started by a `fleet apply`
         # for this fleet, so not in its record) would fail the start after the other process was started, which
         # would then run unrecorded (no `fleet apply` stops it). `fleet plan` says it is left as it is.
-        for down, port, what in ((smg_down, layout.smg_port, "smg"), (proxy_down, layout.port, "kimik3 router")):
-            if down and port_taken(layout.bind, port):
+        # A recorded one that is down (exited, its supervisor about to start it again) is stopped first: started
+        # beside it, a second one would lose the port to it, or run unrecorded.
+        for down, key in ((smg_down, "pid"), (proxy_down, "proxy_pid")):
+            if down:
+                _stop_one(record, key)
+        for down, bind, port, what in (
+            (smg_down, layout.smg_bind, layout.smg_port, "smg"),
+            (proxy_down, layout.bind, layout.port, "kimik3 router"),
+        ):
+            if down and port_taken(bind, port):
                 raise PlanError(
-                    f"router: port {port} on {layout.bind} ({what}'s, for {layout.describe()}) is held by a process "
+                    f"router: port {port} on {bind} ({what}'s, for {layout.describe()}) is held by a process "
                     f"that does not answer as {what} and that no `fleet apply` of fleet {fleet.name} recorded "
                     f"({router_now(layout)} on {layout.url}): stop it or change router.port; nothing was started",
                     (("router", "port"),),
                 )
+        record["supervisor"] = keeper
         if smg_down:
             log = path.parent / "router.log"
-            running = start_smg(layout.bind, layout.smg_port, layout.smg_metrics_port, layout.smg_policy, log)
+            start, unit = _start(keeper, record, "pid", fleet.name)
+            running = start_smg(
+                layout.smg_bind,
+                layout.smg_port,
+                layout.smg_metrics_port,
+                layout.smg_policy,
+                log,
+                metrics_host=layout.bind,
+                start=start,
+            )
             record.update(pid=running.pid, url=running.url, metrics_url=running.metrics_url)
             _write(path, record)  # recorded at once: a router that then fails to start leaves no smg unrecorded
-            _err.print(f"router: smg started on {running.url} (pid {running.pid})", highlight=False)
+            _err.print(f"router: smg started on {running.url} (pid {running.pid}{unit})", highlight=False)
         if proxy_down:
-            record["proxy_pid"] = start_proxy(layout, path.parent / "route.log")
-            _err.print(f"router: kimik3 router started on {layout.url} (pid {record['proxy_pid']})", highlight=False)
+            start, unit = _start(keeper, record, "proxy_pid", fleet.name)
+            record["proxy_pid"] = start_proxy(layout, path.parent / "route.log", start)
+            _err.print(
+                f"router: kimik3 router started on {layout.url} (pid {record['proxy_pid']}{unit})", highlight=False
+            )
         record["layout"] = layout.record()
         _write(path, record)
         listed = {w.url for w in router.workers()}
@@ -172,7 +219,13 @@ def ensure_router(fleet, state_dir: Path, worker_urls: dict[str, str], serves) -
             # One smg lists is left to its own health checks; one not serving yet is added by its `router: in`.
             if url in listed or not serves(url):
                 continue
-            router.add(url)
+            try:
+                router.add(url)
+            except RouterError as exc:
+                # kimik3's router registers again what a restarted smg lost (adapters/slot_router.py): the same url
+                # added by both at once is answered 409, being added already.
+                if "HTTP 409" not in str(exc):
+                    raise
             _err.print(f"router: {name} ({url}) added", highlight=False)
     finally:
         router.close()
@@ -198,7 +251,24 @@ def _write(path: Path, record: dict) -> None:
     tmp.replace(path)
 
 
-def start_proxy(layout, log: Path) -> int:  # noqa: ANN001 - RouterLayout
+UNIT_ROLES = {"pid": "smg", "proxy_pid": "router"}  # the record's pid key -> the unit's role (router_keep.unit_name)
+
+
+def _start(keeper: str, record: dict, key: str, fleet_name: str):  # noqa: ANN202 - (router_keep.Start, log words)
+    """How the process the record keeps under `key` is started: as a systemd unit (named in the record's `units`) or
+    under `kimik3 fleet keep`."""
+    from kimik3_reconciler.adapters.router_keep import SYSTEMD, keeper_start, systemd_start, unit_name
+
+    units = record.setdefault("units", {})
+    if keeper != SYSTEMD:
+        units.pop(key, None)
+        return keeper_start, ", kept by `kimik3 fleet keep`"
+    units[key] = unit_name(UNIT_ROLES[key], fleet_name)
+    return systemd_start(units[key]), f", unit {units[key]}"
+
+
+def start_proxy(layout, log: Path, start=None) -> int:  # noqa: ANN001 - RouterLayout, router_keep.Start
+    """kimik3's router started by `start` (None: detached, unsupervised); its pid once it answers."""
     from kimik3_reconciler.adapters.router_smg import start_detached
 
     argv = [
@@ -216,7 +286,7 @@ def start_proxy(layout, log: Path) -> int:  # noqa: ANN001 - RouterLayout
         "--smg-metrics",
         layout.smg_metrics_url,
     ]
-    return start_detached(argv, log, lambda: proxy_answers(layout.url), PROXY_START_S)
+    return (start or start_detached)(argv, log, lambda: proxy_answers(layout.url), PROXY_START_S)
 
 
 # What a recorded pid's command line holds when it still runs what was started (smg renames itself `smg::router`).
@@ -234,14 +304,25 @@ def _ours(pid: int, marker: bytes) -> bool:
     return marker in command
 
 
-def _stop_recorded(record: dict) -> None:
-    """The processes a record names stopped (kimik3's router first: no client request finds smg gone behind it)."""
+def _stop_one(record: dict, key: str) -> None:
+    """The process the record keeps under `key` stopped: its systemd unit, or its pid (the keeper's, which stops its
+    child) where that still runs what was started."""
+    from kimik3_reconciler.adapters.router_keep import stop_unit
     from kimik3_reconciler.adapters.router_smg import stop_pid
 
-    for key, marker in RECORDED.items():
-        pid = record.get(key)
-        if isinstance(pid, int) and _ours(pid, marker):
-            stop_pid(pid)
+    unit = (record.get("units") or {}).get(key)
+    if isinstance(unit, str) and unit.startswith("kimik3-"):  # only a unit kimik3 named (router_keep.unit_name)
+        stop_unit(unit)
+        return
+    pid = record.get(key)
+    if isinstance(pid, int) and _ours(pid, RECORDED[key]):
+        stop_pid(pid)
+
+
+def _stop_recorded(record: dict) -> None:
+    """The processes a record names stopped (kimik3's router first: no client request finds smg gone behind it)."""
+    for key in RECORDED:
+        _stop_one(record, key)
 
 
 def stop_router(state_dir: Path, fleet_name: str) -> None:
@@ -249,6 +330,16 @@ def stop_router(state_dir: Path, fleet_name: str) -> None:
     path = record_path(state_dir, fleet_name)
     _stop_recorded(_read(path))
     path.unlink(missing_ok=True)
+
+
+@click.command(name="keep", hidden=True, context_settings={"ignore_unknown_options": True})
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+def keep_cmd(argv: tuple[str, ...]) -> None:
+    """Run ARGV and start it again whenever it exits (adapters/router_keep.py), until SIGTERM: how `fleet apply` keeps
+    smg and kimik3's router running where there is no systemd."""
+    from kimik3_reconciler.adapters.router_keep import keep
+
+    sys.exit(keep(list(argv), lambda line: print(line, flush=True)))
 
 
 @click.command(name="route", hidden=True)

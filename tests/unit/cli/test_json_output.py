@@ -27,6 +27,7 @@ NOT_JSON_FLAGGED = {
     "front-serve",
     "router-step",
     "route",  # kimik3's router (cli/fleet_router.py): a server, prints nothing
+    "keep",  # the router's keeper (adapters/router_keep.py): runs a server, prints a line per restart
     "mirror",
     "image",
     "job-step",
