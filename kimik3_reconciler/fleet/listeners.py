@@ -73,7 +73,7 @@ def clashes(
         mirrors.append((where, mirror, host))
     listening = [(where, held, holder, host) for (where, held), (holder, host) in taken.items()]
     listening += [(where, held, f"host {host.name}'s model mirror", host) for where, held, host in mirrors]
-    for where, held, holder, host in listening:
+    for where, held, holder, _host in listening:
         # The router binds router.host on the controller: its loopback (localhost), or its address, which a host at
         # that address shares.
         on_router = router_host == where or (router_host == "localhost" and LOOPBACK.fullmatch(where))
