@@ -40,8 +40,9 @@ UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not r
 CONNECT_S = 10.0  # a replica's connection not open by then: its host down or cut off (tried on the next replica)
 PER_REPLICA = 256  # connections open to one replica at once (requests past it wait in the router for one to end)
 KEYED_ON_LOOP = 256 << 10  # a body up to this size is keyed on the event loop (about a millisecond); larger: a thread
-# smg adds a worker in the background (after its first health check): for this long after a restore an empty list
-# does not replace the workers to restore, so a second restart meanwhile still gets them back.
+# smg adds a worker in the background (after its first health check): for this long after a restore, or until smg
+# has one in rotation again, an empty list does not replace the workers to restore (a second restart meanwhile still
+# gets them back). Not after: a `router: out` of the last worker then is the rollout's, its rotation empty at once.
 RESTORE_GRACE_S = 30.0
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
 # smg's control API (its worker list, caches, WASM modules, profiler): served on smg's own port (P + 2), never through
@@ -162,6 +163,8 @@ class Rotation:
                 self.metrics.errors.labels(kind="rotation").inc()
             else:
                 self.unread = self.down = False
+                if urls:  # smg has a worker in rotation again: the restore landed, its list is the truth again
+                    self.restored_at = -RESTORE_GRACE_S
                 restoring = time.monotonic() - self.restored_at <= RESTORE_GRACE_S
                 # While smg adds back what was restored (its health checks first), the last rotation stands: the
                 # replicas did not go anywhere, only smg's memory of them.

@@ -67,3 +67,13 @@ def test_an_smg_restarted_empty_gets_its_workers_back(monkeypatch: pytest.Monkey
     refused = _failed(httpx.ConnectError("[Errno 111] Connection refused"))
     added = _follow([serving, refused, []], monkeypatch)
     assert added == [A]
+
+
+def test_once_the_restore_landed_the_rollouts_take_out_of_the_last_worker_stands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Restored, smg lists the worker in rotation again; the rollout then takes it out and smg restarts once more:
+    the worker stays out (the restore's 30 s grace kept the old list, and put it back a second time)."""
+    serving = [RouterWorker("1", A, "ready", True, "closed")]
+    refused = _failed(httpx.ConnectError("[Errno 111] Connection refused"))
+    assert _follow([serving, refused, [], serving, [], refused, []], monkeypatch) == [A]
