@@ -95,9 +95,16 @@ def unit_show(unit: str, prop: str) -> str:
     return _systemctl("show", "-p", prop, "--value", unit).stdout.strip()
 
 
+NOT_LOADED = 5  # `systemctl stop`'s status for a unit that is not loaded (nothing to stop)
+
+
 def stop_unit(unit: str) -> None:
-    """The unit stopped (its process SIGTERMed, SIGKILLed after TimeoutStopSec) and unloaded; none loaded: nothing."""
-    _systemctl("stop", unit)
+    """The unit stopped (its process SIGTERMed, SIGKILLed after TimeoutStopSec) and unloaded; none loaded: nothing.
+    RouterError when systemctl refused (`fleet apply` run as another user than the one that started it: access
+    denied): the caller would otherwise drop the unit from its record while it still runs, and nothing stops it."""
+    stopped = _systemctl("stop", unit)
+    if stopped.returncode not in (0, NOT_LOADED) and "not loaded" not in stopped.stderr:
+        raise RouterError(f"systemctl stop {unit}: {stopped.stderr.strip()[:300]} (run as the user that started it)")
     _systemctl("reset-failed", unit)  # a failed one stays loaded under its name otherwise
 
 

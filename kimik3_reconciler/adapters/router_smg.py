@@ -72,6 +72,14 @@ class RouterWorker:
         return self.status == "ready" and self.healthy and self.breaker != "open"
 
 
+SMG_MISSING = "smg is not installed: pip install 'kimik3[fleet]'"
+
+
+def smg_binary() -> str | None:
+    """The smg next to this interpreter (the venv kimik3 runs from), else on PATH; None where there is none."""
+    return shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg")
+
+
 def smg_argv(
     host: str,
     port: int,
@@ -87,9 +95,9 @@ def smg_argv(
     to one worker whatever the policy (seen with smg 1.13: 3 llama-server workers, round_robin, all 6 requests on
     the first). `settings`: the policy's flags (None: kimik3's, `policy_settings`; a bench passes () for smg's
     own)."""
-    binary = shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg")
+    binary = smg_binary()
     if binary is None:
-        raise RouterError("smg is not installed: pip install 'kimik3[fleet]'")
+        raise RouterError(SMG_MISSING)
     return [
         binary,
         "launch",

@@ -8,7 +8,8 @@ checks, breakers and the rollout's `router: out`/`router: in`) is smg's worker l
 every other path (/v1/models, /health, ...) and any request the policy cannot key goes through smg, except smg's
 control API (SMG_CONTROL: refused here, served on smg's own port, on loopback). An smg that comes back from an outage
 with no worker (restarted by its supervisor, adapters/router_keep.py: smg keeps its workers in memory only) is given
-back the workers it listed before (`Rotation.restore`).
+back the workers it listed before (`Rotation.restore`); an outage is a restart only where smg's port refused a
+connection (a read that timed out is a busy smg, whose empty list is the rollout's `router: out`).
 
 A new connection per request to a replica (force_close): llama-server closes a kept-alive connection after a
 streamed reply (b11434, seen by bench/fleet_cache.py) and the next request on it failed. A request a replica did
@@ -39,8 +40,9 @@ UNAVAILABLE = frozenset({502, 503, 504})  # a replica's answer that it did not r
 CONNECT_S = 10.0  # a replica's connection not open by then: its host down or cut off (tried on the next replica)
 PER_REPLICA = 256  # connections open to one replica at once (requests past it wait in the router for one to end)
 KEYED_ON_LOOP = 256 << 10  # a body up to this size is keyed on the event loop (about a millisecond); larger: a thread
-# smg adds a worker in the background (after its first health check): for this long after a restore an empty list
-# does not replace the workers to restore, so a second restart meanwhile still gets them back.
+# smg adds a worker in the background (after its first health check): for this long after a restore, or until smg
+# has one in rotation again, an empty list does not replace the workers to restore (a second restart meanwhile still
+# gets them back). Not after: a `router: out` of the last worker then is the rollout's, its rotation empty at once.
 RESTORE_GRACE_S = 30.0
 CONTROL_PREFIX = "/.kimik3/router"  # the router's own paths (never a client's: the front's convention)
 # smg's control API (its worker list, caches, WASM modules, profiler): served on smg's own port (P + 2), never through
@@ -120,6 +122,10 @@ class Rotation:
         self.urls: list[str] = []
         self.listed: list[str] = []  # every worker smg listed at the last read, in rotation or not
         self.unread = False  # the last read failed (logged once until one succeeds)
+        # smg refused a connection since the last read that succeeded: nothing listened on its port, so it exited
+        # (and its supervisor started it again). Only then is an empty list smg's lost memory, not the rollout's
+        # `router: out` of its last worker while a read failed otherwise (a timeout of a busy smg).
+        self.down = False
         self.restored_at = -RESTORE_GRACE_S  # when `restore` last ran (time.monotonic())
 
     def restore(self) -> int:
@@ -138,7 +144,7 @@ class Rotation:
         while True:
             try:
                 workers = await asyncio.to_thread(self.smg.workers)
-                if self.unread and not workers and self.listed:
+                if self.down and not workers and self.listed:
                     taken = await asyncio.to_thread(self.restore)
                     self.restored_at = time.monotonic()
                     self.metrics.restored.inc(taken)
@@ -153,9 +159,12 @@ class Rotation:
                 if not self.unread:  # once per outage, not every ROTATION_POLL_S
                     log.warning("smg's worker list unread (the last rotation stands): %s", type(exc).__name__)
                 self.unread = True
+                self.down = self.down or refused(exc)
                 self.metrics.errors.labels(kind="rotation").inc()
             else:
-                self.unread = False
+                self.unread = self.down = False
+                if urls:  # smg has a worker in rotation again: the restore landed, its list is the truth again
+                    self.restored_at = -RESTORE_GRACE_S
                 restoring = time.monotonic() - self.restored_at <= RESTORE_GRACE_S
                 # While smg adds back what was restored (its health checks first), the last rotation stands: the
                 # replicas did not go anywhere, only smg's memory of them.
@@ -165,6 +174,18 @@ class Rotation:
                     self.listed = [w.url for w in workers]
                 self.metrics.rotation.set(len(self.urls))
             await asyncio.sleep(ROTATION_POLL_S)
+
+
+def refused(exc: BaseException) -> bool:
+    """`exc` (SmgRouter's RouterError, raised from httpx's) is a connection smg's port refused: nothing listened."""
+    import httpx
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, httpx.ConnectError):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 ROTATION = web.AppKey("rotation", Rotation)

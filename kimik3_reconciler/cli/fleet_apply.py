@@ -78,6 +78,16 @@ def _router_urls(fleet) -> tuple[str, str, str, int]:  # noqa: ANN001 - fleet.Fl
     return layout.smg_url, layout.smg_metrics_url, layout.bind, layout.smg_port
 
 
+def _smg_installed() -> None:
+    """Every target's router is smg (behind kimik3's router or alone): its binary missing is refused (exit 2) before
+    the fleet lock and the rollout record are written, as ansible-playbook's is (it used to exit 1 after both)."""
+    from kimik3_reconciler.adapters.router_smg import SMG_MISSING, smg_binary
+    from kimik3_reconciler.errors import InputError
+
+    if smg_binary() is None:
+        raise InputError(SMG_MISSING)
+
+
 def _ensure_router(fleet, state_dir: Path) -> None:  # noqa: ANN001
     """The fleet's router converged (cli/fleet_router.py), every serving host in smg."""
     from kimik3_reconciler.cli.fleet_router import ensure_router
@@ -142,6 +152,7 @@ def apply_cmd(
     if fleet.target == "ansible":
         # The fleet extra missing: refused (exit 2) here, not after the router started and the lock was taken.
         ansible_playbook()
+    _smg_installed()
     # The same for --install's wheelhouse and each host's kimik3_venv (the Ansible target installs; Slurm does not).
     wheels = _install(wheelhouse, fleet) if wheelhouse and fleet.target == "ansible" else None
     base = state_dir / "fleet" / fleet.name

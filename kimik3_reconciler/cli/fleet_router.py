@@ -293,6 +293,9 @@ def start_proxy(layout, log: Path, start=None) -> int:  # noqa: ANN001 - RouterL
 # A recorded pid may have been reused since by anything, a `kimik3 fleet apply` or another kimik3 command included:
 # "kimik3" alone in it is not enough to be sent SIGTERM.
 RECORDED = {"proxy_pid": b"kimik3_reconciler\0fleet\0route\0", "pid": b"smg"}
+# A keeper's pid (router_keep.keeper_argv) runs `... kimik3_reconciler fleet keep -- ARGV`: both must be in its
+# command line ("smg" alone matches far more than a keeper of smg once the pid is reused).
+KEEPER_MARKER = b"kimik3_reconciler\0fleet\0keep\0--\0"
 
 
 def _ours(pid: int, marker: bytes) -> bool:
@@ -314,8 +317,11 @@ def _stop_one(record: dict, key: str) -> None:
     if isinstance(unit, str) and unit.startswith("kimik3-"):  # only a unit kimik3 named (router_keep.unit_name)
         stop_unit(unit)
         return
+    from kimik3_reconciler.adapters.router_keep import KEEPER
+
     pid = record.get(key)
-    if isinstance(pid, int) and _ours(pid, RECORDED[key]):
+    kept = _supervisor(record) == KEEPER
+    if isinstance(pid, int) and _ours(pid, RECORDED[key]) and (not kept or _ours(pid, KEEPER_MARKER)):
         stop_pid(pid)
 
 

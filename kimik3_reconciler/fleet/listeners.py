@@ -73,9 +73,10 @@ def clashes(
         mirrors.append((where, mirror, host))
     listening = [(where, held, holder, host) for (where, held), (holder, host) in taken.items()]
     listening += [(where, held, f"host {host.name}'s model mirror", host) for where, held, host in mirrors]
-    for where, held, holder, host in listening:
-        # The router binds router.host on its machine: the controller's loopback (localhost), or that host.
-        on_router = router_host == host.name or (router_host == "localhost" and LOOPBACK.fullmatch(where))
+    for where, held, holder, _host in listening:
+        # The router binds router.host on the controller: its loopback (localhost), or its address, which a host at
+        # that address shares.
+        on_router = router_host == where or (router_host == "localhost" and LOOPBACK.fullmatch(where))
         if on_router and held in ports:
             yield Clash(
                 ("router", "port"),
@@ -108,7 +109,7 @@ def unreachable(hosts: tuple[FleetHost, ...], router_host: str, entries: Mapping
                 near=entries[host.name],
             )
         seen[(where, serve.port)] = host.name
-        remote_router = router_host != host.name and not (
+        remote_router = router_host != host.address and not (
             router_host == "localhost" and LOOPBACK.fullmatch(host.address)
         )
         if serve.host == "loopback" and remote_router:

@@ -201,7 +201,9 @@ class RouterSpec(BaseModel):
     kind: Literal["smg"] = Field("smg", description="smg: the SGLang model gateway (PyPI `smg`)")
     version: PinnedVersion = Field(description='the exact smg release, e.g. "1.13.0"')
     host: Annotated[str, Field(min_length=1)] = Field(
-        "localhost", description="where it runs: localhost (the machine running kimik3 fleet) or an inventory host"
+        "localhost",
+        description="the address the router binds on the controller (the machine running kimik3 fleet): localhost, or "
+        "an IP address of the controller (0.0.0.0 or :: for every interface)",
     )
     port: Port = 30000
     policy: Literal[ROUTER_POLICIES] | None = Field(  # type: ignore[valid-type]

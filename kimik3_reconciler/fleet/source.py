@@ -262,13 +262,27 @@ def _rollout(spec: FleetFile, inventory: Inventory, problems: _Problems) -> Roll
 
 
 def _check_router(spec: FleetFile, inventory: Inventory, problems: _Problems) -> None:
+    """router.host is the address `fleet apply` binds the router to on the controller (cli/fleet_router.py): it starts
+    the router there and nowhere else, so an inventory host's name (once accepted, then bound on the controller,
+    where it is no address of its own) is refused with what it can be."""
+    import ipaddress
+
     where = spec.router.host
-    if where != "localhost" and inventory.members(where) != (where,):
-        problems.add(
-            ("router", "host"),
-            f"{where!r} is neither localhost nor a host of the inventory: the router "
-            "runs where kimik3 fleet runs (localhost) or on an inventory host",
-        )
+    try:
+        ipaddress.ip_address(where)
+    except ValueError:
+        pass
+    else:
+        return
+    if where == "localhost":
+        return
+    what = "an inventory host" if inventory.members(where) == (where,) else "neither localhost nor an IP address"
+    problems.add(
+        ("router", "host"),
+        f"{where!r} is {what}: the router runs on the controller (the machine running kimik3 fleet), bound to "
+        "router.host there: localhost, or an IP address of the controller (0.0.0.0 or :: for every interface); "
+        "a router on an inventory host is not built",
+    )
 
 
 def _check_target(spec: FleetFile, problems: _Problems) -> None:

@@ -5,6 +5,7 @@ tests/integration/test_fleet_router_keep.py (keeper) and test_fleet_router_syste
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from kimik3_reconciler.adapters.router_keep import (
     systemd_run_argv,
     unit_name,
 )
+from kimik3_reconciler.adapters.router_smg import RouterError
 
 
 def test_the_unit_runs_the_argv_as_given_restarted_whatever_its_exit() -> None:
@@ -63,3 +65,19 @@ def test_systemd_keeps_it_only_as_root_where_systemd_is_pid_1(
     monkeypatch.setattr(router_keep.os, "geteuid", lambda: euid)
     monkeypatch.setattr(router_keep.shutil, "which", lambda name: f"/usr/bin/{name}")
     assert supervisor() == expected
+
+
+def test_a_unit_systemctl_refuses_to_stop_is_an_error_not_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleet apply` as a user, the units a root `fleet apply` started: the stop was ignored, the record then named
+    the keeper and the units ran on, recorded nowhere."""
+    said = {"stop": (1, "Failed to stop kimik3-smg-f.service: Access denied"), "reset-failed": (0, "")}
+
+    def systemctl(*args: str) -> subprocess.CompletedProcess[str]:
+        code, err = said[args[0]]
+        return subprocess.CompletedProcess(["systemctl", *args], code, "", err)
+
+    monkeypatch.setattr(router_keep, "_systemctl", systemctl)
+    with pytest.raises(RouterError, match="Access denied"):
+        router_keep.stop_unit("kimik3-smg-f.service")
+    said["stop"] = (5, "Failed to stop kimik3-smg-f.service: Unit kimik3-smg-f.service not loaded.")
+    router_keep.stop_unit("kimik3-smg-f.service")  # none loaded: nothing to stop
