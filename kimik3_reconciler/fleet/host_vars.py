@@ -53,10 +53,17 @@ def var_entries(tree: Mapping[str, Any]) -> Iterator[tuple[FieldPath, str, Any]]
 
 def secret_vars(tree: Mapping[str, Any]) -> Iterator[tuple[FieldPath, str]]:
     """(where, message) for each var that holds a secret; the message never quotes its value."""
-    for path, name, _ in var_entries(tree):
+    for path, name, value in var_entries(tree):
         lower = name.lower()
-        if lower in _SECRET_VARS or lower.endswith(_SECRET_SUFFIXES):
+        if lower in _SECRET_VARS or (lower.endswith(_SECRET_SUFFIXES) and not _names_no_secret(value)):
             yield path, f"{name} holds a secret; {NO_SECRETS}"
+
+
+def _names_no_secret(value: Any) -> bool:
+    """A value a var named like a secret (`ssh_key`, `use_api_key`) holds that is none: a file's path (the key's
+    file, as ansible_ssh_private_key_file holds), a switch or nothing. Ansible's own password vars are refused
+    whatever they hold: kimik3 never uses one (SSH keys, passwordless sudo)."""
+    return value is None or isinstance(value, bool) or (isinstance(value, str) and value.startswith(("/", "~/")))
 
 
 def mirror_port(variables: Mapping[str, Any]) -> int | None:

@@ -14,6 +14,7 @@ from kimik3_reconciler.fleet.values import FleetHost
 from kimik3_reconciler.model.profile_rules import FieldPath
 
 LOOPBACK = re.compile(r"localhost|127(\.\d{1,3}){3}|::1")
+WILDCARD = ("0.0.0.0", "::")  # every address of the machine (profile_schema refuses ::ffff:0.0.0.0)
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,21 @@ class Clash:
 
 
 def bind_address(host: FleetHost) -> str:
-    """The address the host's server (and its mirror) binds, as the fleet names it: the host's own for loopback."""
-    return host.address if host.profile.serve.host == "loopback" else host.profile.serve.host
+    """The address the host's server (and its mirror) binds, as the fleet names it: the host's own for loopback and
+    for a wildcard (0.0.0.0 and :: are every address of that host's machine, not one address all hosts share)."""
+    bind = host.profile.serve.host
+    return host.address if bind == "loopback" or bind in WILDCARD else bind
+
+
+def binds_loopback(host: FleetHost) -> bool:
+    """The host's server answers on its own machine only: `loopback`, or a loopback address written as such."""
+    return host.profile.serve.host == "loopback" or LOOPBACK.fullmatch(host.profile.serve.host) is not None
+
+
+def on_router_machine(host: FleetHost, router_host: str) -> bool:
+    """The host is the router's machine: the router on it, or the router on the controller (localhost) and the host
+    reached at the controller's loopback (its ansible_host, whatever address its server binds)."""
+    return router_host == host.name or (router_host == "localhost" and LOOPBACK.fullmatch(host.address) is not None)
 
 
 def router_ports(port: int, policy: str) -> dict[int, str]:
@@ -42,7 +56,12 @@ def clashes(
 ) -> Iterator[Clash]:
     """Each listener that cannot start: a router port past 65535, a mirror port that is no port, a mirror on a port
     another listener of its address holds, a server or mirror on a port of the router's (on the router's machine)."""
-    hosts = tuple(h for h in hosts if h.profile.serve.host != "tailscale")  # no address here: `unreachable` says so
+    # No address here (tailscale), or one the router cannot reach (loopback elsewhere): `unreachable` says so.
+    hosts = tuple(
+        h
+        for h in hosts
+        if h.profile.serve.host != "tailscale" and not (binds_loopback(h) and not on_router_machine(h, router_host))
+    )
     ports = router_ports(port, policy)
     if max(ports) > 65535:
         top = max(ports)
@@ -74,9 +93,9 @@ def clashes(
     listening = [(where, held, holder, host) for (where, held), (holder, host) in taken.items()]
     listening += [(where, held, f"host {host.name}'s model mirror", host) for where, held, host in mirrors]
     for where, held, holder, host in listening:
-        # The router binds router.host on its machine: the controller's loopback (localhost), or that host.
-        on_router = router_host == host.name or (router_host == "localhost" and LOOPBACK.fullmatch(where))
-        if on_router and held in ports:
+        # The router binds router.host on its machine: the controller's loopback (localhost), or that host. A port
+        # held on any address of that machine is refused: the router's bind and the holder's may overlap (wildcard).
+        if on_router_machine(host, router_host) and held in ports:
             yield Clash(
                 ("router", "port"),
                 f"{port}: the router puts {ports[held]} on port {held}, which {holder} holds on the same machine "
@@ -99,6 +118,16 @@ def unreachable(hosts: tuple[FleetHost, ...], router_host: str, entries: Mapping
                 near=entries[host.name],
             )
             continue
+        if binds_loopback(host) and not on_router_machine(host, router_host):
+            # A loopback bind answers only on that host: the router elsewhere would see it down forever.
+            written = "" if serve.host == "loopback" else f" ({serve.host})"
+            yield Clash(
+                ("overrides", host.name, "serve", "host"),
+                f"host {host.name}'s server binds loopback{written}, which the router on {router_host} cannot "
+                f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
+                near=entries[host.name],
+            )
+            continue
         where = bind_address(host)
         if (where, serve.port) in seen:
             yield Clash(
@@ -108,14 +137,3 @@ def unreachable(hosts: tuple[FleetHost, ...], router_host: str, entries: Mapping
                 near=entries[host.name],
             )
         seen[(where, serve.port)] = host.name
-        remote_router = router_host != host.name and not (
-            router_host == "localhost" and LOOPBACK.fullmatch(host.address)
-        )
-        if serve.host == "loopback" and remote_router:
-            # A loopback bind answers only on that host: the router elsewhere would see it down forever.
-            yield Clash(
-                ("overrides", host.name, "serve", "host"),
-                f"host {host.name}'s server binds loopback, which the router on {router_host} cannot "
-                f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
-                near=entries[host.name],
-            )
