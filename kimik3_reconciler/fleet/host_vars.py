@@ -66,6 +66,20 @@ def _names_no_secret(value: Any) -> bool:
     return value is None or isinstance(value, bool) or (isinstance(value, str) and value.startswith(("/", "~/")))
 
 
+def written_at(tree: Mapping[str, Any], host: str, groups: tuple[str, ...], name: str, value: Any) -> FieldPath | None:
+    """Where the var `name` the host holds as `value` is written: the host's own entry, else a group's vars of the
+    host's (the deepest of those holding that value); None when it is written nowhere (a default)."""
+    own, inherited = None, None
+    for path, var, held in var_entries(tree):
+        if var != name or held != value:
+            continue
+        if path[-3:-1] == ("hosts", host):
+            own = own or path
+        elif path[-2] == "vars" and path[-3] in groups:
+            inherited = path  # groups are walked outer first: a later one is deeper, as Ansible's precedence
+    return own or inherited
+
+
 def mirror_port(variables: Mapping[str, Any]) -> int | None:
     """The host's model mirror port (kimik3_mirror_port, else MIRROR_PORT); None when the var is no TCP port."""
     port = variables.get("kimik3_mirror_port", MIRROR_PORT)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from typing import Any
 from dataclasses import dataclass
 
-from kimik3_reconciler.fleet.host_vars import mirror_port
+from kimik3_reconciler.fleet.host_vars import mirror_port, written_at
 from kimik3_reconciler.fleet.router_layout import METRICS_OFFSET, SMG_OFFSET
 from kimik3_reconciler.fleet.values import FleetHost
 from kimik3_reconciler.model.profile_rules import FieldPath
@@ -52,7 +53,12 @@ def router_ports(port: int, policy: str) -> dict[int, str]:
 
 
 def clashes(
-    hosts: tuple[FleetHost, ...], router_host: str, port: int, policy: str, entries: Mapping[str, FieldPath]
+    hosts: tuple[FleetHost, ...],
+    router_host: str,
+    port: int,
+    policy: str,
+    entries: Mapping[str, FieldPath],
+    tree: Mapping[str, Any],
 ) -> Iterator[Clash]:
     """Each listener that cannot start: a router port past 65535, a mirror port that is no port, a mirror on a port
     another listener of its address holds, a server or mirror on a port of the router's (on the router's machine)."""
@@ -73,12 +79,17 @@ def clashes(
         (bind_address(h), h.profile.serve.port): (f"host {h.name}'s server", h) for h in hosts
     }
     mirrors: list[tuple[str, int, FleetHost]] = []
+    refused: set[FieldPath] = set()
     for host in hosts:
-        where, var = bind_address(host), (*entries[host.name], "kimik3_mirror_port")
+        # Named where it is written: a group's var is refused at the group's line, not at a host that never wrote it.
+        written = written_at(tree, host.name, host.groups, "kimik3_mirror_port", host.vars.get("kimik3_mirror_port"))
+        where, var = bind_address(host), written or (*entries[host.name], "kimik3_mirror_port")
         mirror = mirror_port(host.vars)
         if mirror is None:
-            message = "must be a TCP port (1-65535): the port this host serves its model files on during a rollout"
-            yield Clash(var, message, near=entries[host.name])
+            if var not in refused:  # a group's var: said once, at its line, not once per host of the group
+                message = "must be a TCP port (1-65535): the port each host serves its model files on during a rollout"
+                yield Clash(var, message, near=entries[host.name])
+            refused.add(var)
             continue
         if (where, mirror) in taken:
             yield Clash(
