@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from kimik3_reconciler.fleet.host_vars import mirror_port, written_at
 from kimik3_reconciler.fleet.router_layout import METRICS_OFFSET, SMG_OFFSET
