@@ -1,12 +1,14 @@
 """Where the router (and `fleet status`, `recover`, the Slurm target) reaches each host's server (fleet/server_load.py
 `server_url`): the address the server binds, its own machine's address where it binds every address (a wildcard is no
-address to dial: http://0.0.0.0 reaches the controller itself), 127.0.0.1 where it binds loopback."""
+address to dial: http://0.0.0.0 reaches the controller itself), 127.0.0.1 where it binds loopback; each host's model
+mirror (the other hosts fetch from it) at the same address."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+from kimik3_reconciler.cli.fleet_apply import mirror_urls
 from kimik3_reconciler.cli.inputs import read_text
 from kimik3_reconciler.fleet import parse_fleet
 from kimik3_reconciler.fleet.server_load import server_url
@@ -45,3 +47,5 @@ def test_each_host_is_reached_where_its_server_listens(tmp_path: Path) -> None:
         "d": f"http://10.0.0.44:{port}",
         "e": f"http://127.0.0.1:{port}",
     }
+    assert mirror_urls(fleet)["a"] == "http://10.0.0.1:8089"
+    assert mirror_urls(fleet)["b"] == "http://[fd00::2]:8089"
