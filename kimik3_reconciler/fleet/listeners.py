@@ -52,6 +52,17 @@ def router_ports(port: int, policy: str) -> dict[int, str]:
     return {port: "smg", port + METRICS_OFFSET: "smg's metrics"}
 
 
+def shares_router_bind(host: FleetHost, router_host: str) -> bool:
+    """The host's listeners (its server, its mirror: both bind serve.host) may hold the router's address and ports.
+    The router binds router.host (fleet/router_layout.py): the controller's 127.0.0.1 for localhost, which a server
+    on the controller holds only through a loopback or wildcard bind (a specific other address of it is another
+    socket); an inventory host's name, compared as that whole machine (its address is not resolved here)."""
+    if router_host == host.name:
+        return True
+    bind = host.profile.serve.host
+    return on_router_machine(host, router_host) and (binds_loopback(host) or bind in WILDCARD)
+
+
 def clashes(
     hosts: tuple[FleetHost, ...],
     router_host: str,
@@ -104,9 +115,7 @@ def clashes(
     listening = [(where, held, holder, host) for (where, held), (holder, host) in taken.items()]
     listening += [(where, held, f"host {host.name}'s model mirror", host) for where, held, host in mirrors]
     for where, held, holder, host in listening:
-        # The router binds router.host on its machine: the controller's loopback (localhost), or that host. A port
-        # held on any address of that machine is refused: the router's bind and the holder's may overlap (wildcard).
-        if on_router_machine(host, router_host) and held in ports:
+        if shares_router_bind(host, router_host) and held in ports:
             yield Clash(
                 ("router", "port"),
                 f"{port}: the router puts {ports[held]} on port {held}, which {holder} holds on the same machine "
