@@ -61,9 +61,13 @@ def secret_vars(tree: Mapping[str, Any]) -> Iterator[tuple[FieldPath, str]]:
 
 def _names_no_secret(value: Any) -> bool:
     """A value a var named like a secret (`ssh_key`, `use_api_key`) holds that is none: a file's path (the key's
-    file, as ansible_ssh_private_key_file holds), a switch or nothing. Ansible's own password vars are refused
-    whatever they hold: kimik3 never uses one (SSH keys, passwordless sudo)."""
-    return value is None or isinstance(value, bool) or (isinstance(value, str) and value.startswith(("/", "~/")))
+    file, as ansible_ssh_private_key_file holds), a switch, nothing, or a whole Jinja reference Ansible resolves at
+    run time (`{{ lookup('env', 'X') }}`, a vault var's name). Ansible's own password vars are refused whatever they
+    hold: kimik3 never uses one (SSH keys, passwordless sudo; plan and status run ssh with BatchMode=yes)."""
+    if value is None or isinstance(value, bool):
+        return True
+    text = value.strip() if isinstance(value, str) else ""
+    return text.startswith(("/", "~/")) or (text.startswith("{{") and text.endswith("}}"))
 
 
 def written_at(tree: Mapping[str, Any], host: str, groups: tuple[str, ...], name: str, value: Any) -> FieldPath | None:
