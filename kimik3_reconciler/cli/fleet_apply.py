@@ -46,8 +46,8 @@ def _write_record(path: Path, record: dict) -> None:
 
 
 def worker_url(fleet_host) -> str:  # noqa: ANN001 - fleet.values.FleetHost
-    """Where the router reaches a host's server: its serve.host, or the host's address where it binds loopback (the
-    fleet allows that only where the router shares the host's loopback), and its port."""
+    """Where the router reaches a host's server (fleet/server_load.py `server_url`): the address it binds, 127.0.0.1
+    for loopback (the fleet allows that only on the router's machine), the host's address for a wildcard."""
     from kimik3_reconciler.fleet.server_load import server_url
 
     return server_url(fleet_host)

@@ -53,10 +53,35 @@ def var_entries(tree: Mapping[str, Any]) -> Iterator[tuple[FieldPath, str, Any]]
 
 def secret_vars(tree: Mapping[str, Any]) -> Iterator[tuple[FieldPath, str]]:
     """(where, message) for each var that holds a secret; the message never quotes its value."""
-    for path, name, _ in var_entries(tree):
+    for path, name, value in var_entries(tree):
         lower = name.lower()
-        if lower in _SECRET_VARS or lower.endswith(_SECRET_SUFFIXES):
+        if lower in _SECRET_VARS or (lower.endswith(_SECRET_SUFFIXES) and not _names_no_secret(value)):
             yield path, f"{name} holds a secret; {NO_SECRETS}"
+
+
+def _names_no_secret(value: Any) -> bool:
+    """A value a var named like a secret (`ssh_key`, `use_api_key`) holds that is none: a file's path (the key's
+    file, as ansible_ssh_private_key_file holds), a switch, nothing, or a whole Jinja reference Ansible resolves at
+    run time (`{{ lookup('env', 'X') }}`, a vault var's name). Ansible's own password vars are refused whatever they
+    hold: kimik3 never uses one (SSH keys, passwordless sudo; plan and status run ssh with BatchMode=yes)."""
+    if value is None or isinstance(value, bool):
+        return True
+    text = value.strip() if isinstance(value, str) else ""
+    return text.startswith(("/", "~/")) or (text.startswith("{{") and text.endswith("}}"))
+
+
+def written_at(tree: Mapping[str, Any], host: str, groups: tuple[str, ...], name: str, value: Any) -> FieldPath | None:
+    """Where the var `name` the host holds as `value` is written: the host's own entry, else a group's vars of the
+    host's (the deepest of those holding that value); None when it is written nowhere (a default)."""
+    own, inherited = None, None
+    for path, var, held in var_entries(tree):
+        if var != name or held != value:
+            continue
+        if path[-3:-1] == ("hosts", host):
+            own = own or path
+        elif path[-2] == "vars" and path[-3] in groups:
+            inherited = path  # groups are walked outer first: a later one is deeper, as Ansible's precedence
+    return own or inherited
 
 
 def mirror_port(variables: Mapping[str, Any]) -> int | None:

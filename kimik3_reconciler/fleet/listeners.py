@@ -7,13 +7,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from kimik3_reconciler.fleet.host_vars import mirror_port
+from kimik3_reconciler.fleet.host_vars import mirror_port, written_at
 from kimik3_reconciler.fleet.router_layout import METRICS_OFFSET, SMG_OFFSET
 from kimik3_reconciler.fleet.values import FleetHost
 from kimik3_reconciler.model.profile_rules import FieldPath
 
 LOOPBACK = re.compile(r"localhost|127(\.\d{1,3}){3}|::1")
+WILDCARD = ("0.0.0.0", "::")  # every address of the machine (profile_schema refuses ::ffff:0.0.0.0)
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,21 @@ class Clash:
 
 
 def bind_address(host: FleetHost) -> str:
-    """The address the host's server (and its mirror) binds, as the fleet names it: the host's own for loopback."""
-    return host.address if host.profile.serve.host == "loopback" else host.profile.serve.host
+    """The address the host's server (and its mirror) binds, as the fleet names it: the host's own for loopback and
+    for a wildcard (0.0.0.0 and :: are every address of that host's machine, not one address all hosts share)."""
+    bind = host.profile.serve.host
+    return host.address if bind == "loopback" or bind in WILDCARD else bind
+
+
+def binds_loopback(host: FleetHost) -> bool:
+    """The host's server answers on its own machine only: `loopback`, or a loopback address written as such."""
+    return host.profile.serve.host == "loopback" or LOOPBACK.fullmatch(host.profile.serve.host) is not None
+
+
+def on_router_machine(host: FleetHost, router_host: str) -> bool:
+    """The host is the controller, where the router runs (cli/fleet_router.py): reached at the controller's loopback
+    (its ansible_host, whatever address its server binds), or at the address router.host names."""
+    return LOOPBACK.fullmatch(host.address) is not None or router_host == host.address
 
 
 def router_ports(port: int, policy: str) -> dict[int, str]:
@@ -37,12 +52,35 @@ def router_ports(port: int, policy: str) -> dict[int, str]:
     return {port: "smg", port + METRICS_OFFSET: "smg's metrics"}
 
 
+def shares_router_bind(host: FleetHost, router_host: str) -> bool:
+    """The host's listeners (its server, its mirror: both bind serve.host) may hold the router's address and ports.
+    The router binds router.host on the controller (fleet/router_layout.py): 127.0.0.1 for localhost, or the address
+    written (0.0.0.0 and :: every address). A host on the controller shares it where one of the two binds every
+    address or both bind the same one; a specific other address of the controller is another socket."""
+    if not on_router_machine(host, router_host):
+        return False
+    bind = host.profile.serve.host
+    mine = "127.0.0.1" if bind == "loopback" else bind
+    router_bind = "127.0.0.1" if router_host == "localhost" else router_host
+    return mine in WILDCARD or router_bind in WILDCARD or mine == router_bind
+
+
 def clashes(
-    hosts: tuple[FleetHost, ...], router_host: str, port: int, policy: str, entries: Mapping[str, FieldPath]
+    hosts: tuple[FleetHost, ...],
+    router_host: str,
+    port: int,
+    policy: str,
+    entries: Mapping[str, FieldPath],
+    tree: Mapping[str, Any],
 ) -> Iterator[Clash]:
     """Each listener that cannot start: a router port past 65535, a mirror port that is no port, a mirror on a port
     another listener of its address holds, a server or mirror on a port of the router's (on the router's machine)."""
-    hosts = tuple(h for h in hosts if h.profile.serve.host != "tailscale")  # no address here: `unreachable` says so
+    # No address here (tailscale), or one the router cannot reach (loopback elsewhere): `unreachable` says so.
+    hosts = tuple(
+        h
+        for h in hosts
+        if h.profile.serve.host != "tailscale" and not (binds_loopback(h) and not on_router_machine(h, router_host))
+    )
     ports = router_ports(port, policy)
     if max(ports) > 65535:
         top = max(ports)
@@ -54,12 +92,17 @@ def clashes(
         (bind_address(h), h.profile.serve.port): (f"host {h.name}'s server", h) for h in hosts
     }
     mirrors: list[tuple[str, int, FleetHost]] = []
+    refused: set[FieldPath] = set()
     for host in hosts:
-        where, var = bind_address(host), (*entries[host.name], "kimik3_mirror_port")
+        # Named where it is written: a group's var is refused at the group's line, not at a host that never wrote it.
+        written = written_at(tree, host.name, host.groups, "kimik3_mirror_port", host.vars.get("kimik3_mirror_port"))
+        where, var = bind_address(host), written or (*entries[host.name], "kimik3_mirror_port")
         mirror = mirror_port(host.vars)
         if mirror is None:
-            message = "must be a TCP port (1-65535): the port this host serves its model files on during a rollout"
-            yield Clash(var, message, near=entries[host.name])
+            if var not in refused:  # a group's var: said once, at its line, not once per host of the group
+                message = "must be a TCP port (1-65535): the port each host serves its model files on during a rollout"
+                yield Clash(var, message, near=entries[host.name])
+            refused.add(var)
             continue
         if (where, mirror) in taken:
             yield Clash(
@@ -73,11 +116,8 @@ def clashes(
         mirrors.append((where, mirror, host))
     listening = [(where, held, holder, host) for (where, held), (holder, host) in taken.items()]
     listening += [(where, held, f"host {host.name}'s model mirror", host) for where, held, host in mirrors]
-    for where, held, holder, _host in listening:
-        # The router binds router.host on the controller: its loopback (localhost), or its address, which a host at
-        # that address shares.
-        on_router = router_host == where or (router_host == "localhost" and LOOPBACK.fullmatch(where))
-        if on_router and held in ports:
+    for where, held, holder, host in listening:
+        if shares_router_bind(host, router_host) and held in ports:
             yield Clash(
                 ("router", "port"),
                 f"{port}: the router puts {ports[held]} on port {held}, which {holder} holds on the same machine "
@@ -100,6 +140,16 @@ def unreachable(hosts: tuple[FleetHost, ...], router_host: str, entries: Mapping
                 near=entries[host.name],
             )
             continue
+        if binds_loopback(host) and not on_router_machine(host, router_host):
+            # A loopback bind answers only on that host: the router elsewhere would see it down forever.
+            written = "" if serve.host == "loopback" else f" ({serve.host})"
+            yield Clash(
+                ("overrides", host.name, "serve", "host"),
+                f"host {host.name}'s server binds loopback{written}, which the router on {router_host} cannot "
+                f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
+                near=entries[host.name],
+            )
+            continue
         where = bind_address(host)
         if (where, serve.port) in seen:
             yield Clash(
@@ -109,14 +159,3 @@ def unreachable(hosts: tuple[FleetHost, ...], router_host: str, entries: Mapping
                 near=entries[host.name],
             )
         seen[(where, serve.port)] = host.name
-        remote_router = router_host != host.address and not (
-            router_host == "localhost" and LOOPBACK.fullmatch(host.address)
-        )
-        if serve.host == "loopback" and remote_router:
-            # A loopback bind answers only on that host: the router elsewhere would see it down forever.
-            yield Clash(
-                ("overrides", host.name, "serve", "host"),
-                f"host {host.name}'s server binds loopback, which the router on {router_host} cannot "
-                f"reach: set overrides.{host.name}.serve.host to an address of {host.address}",
-                near=entries[host.name],
-            )

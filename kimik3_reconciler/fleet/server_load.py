@@ -1,5 +1,5 @@
 """What a host's server says of its load and its prefix cache, read where the router reads it: the server's own
-/metrics at the address it serves (its `serve.host` when that is an address, else the host's): the engine's
+/metrics where it listens (`server_url`): the engine's
 running-requests gauge (llama-server `llamacpp:requests_processing`, vLLM `vllm:num_requests_running`) and its
 prefix-cache counters (engines/base.py `ServerSeries.prefix_cache`); PURE but for the `get` it is handed
 (adapters/http.py's, wired by the CLI)."""
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kimik3_reconciler.engines import engine_for
 from kimik3_reconciler.engines.base import PrefixCacheTokens
+from kimik3_reconciler.fleet.listeners import WILDCARD
 from kimik3_reconciler.fleet.values import FleetHost
 
 
@@ -20,9 +21,16 @@ def server_url(host: FleetHost) -> str:
     """http://ADDRESS:PORT of the host's server where the router reaches it: the address it binds. A loopback bind is
     127.0.0.1 (planning/launch.py), reached from the router's machine only (fleet validation refuses it elsewhere);
     not the host's address, which may be `localhost` (::1 first) or another loopback address the server does not
-    bind. serve.host: tailscale is refused in a fleet (fleet/listeners.py): only the host knows that address."""
+    bind. A wildcard bind (0.0.0.0, ::) is no address to dial (http://0.0.0.0 reaches the dialler's own machine): the
+    host's address, one of all it binds. serve.host: tailscale is refused in a fleet (fleet/listeners.py): only the
+    host knows that address."""
     bind = host.profile.serve.host
-    address = "127.0.0.1" if bind == "loopback" else host.address if bind == "tailscale" else bind
+    if bind == "loopback":
+        address = "127.0.0.1"
+    elif bind == "tailscale" or bind in WILDCARD:
+        address = host.address
+    else:
+        address = bind
     try:
         if ipaddress.ip_address(address).version == 6:
             address = f"[{address}]"

@@ -102,7 +102,7 @@ def parse_fleet(text: str, source: str, read_text: Callable[[str], str]) -> Flee
     router_policy = spec.router.policy or DEFAULT_POLICY
     for clash in (
         *unreachable(checked, spec.router.host, entries),
-        *clashes(checked, spec.router.host, spec.router.port, router_policy, entries),
+        *clashes(checked, spec.router.host, spec.router.port, router_policy, entries, data["inventory"]),
     ):
         problems.add(clash.path, clash.message, near=clash.near)
     for host in checked if spec.target == "slurm" else ():

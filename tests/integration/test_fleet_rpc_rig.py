@@ -43,8 +43,8 @@ FLEET = "k3rg"
 WORKER = f"{NAME}-rpc-w1"  # the rpc-server container kimik3 names on the worker host
 
 
-def fleet_cmd(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return rollout.fleet_cmd(work, *args, timeout=900)
+def fleet_cmd(work: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return rollout.fleet_cmd(work, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
