@@ -3,22 +3,15 @@
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from support.json_http import JsonHandler
 
 
-class _Worker(BaseHTTPRequestHandler):
+class _Worker(JsonHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        return
+        self.send_json(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
 
 
 def serve_worker(port: int) -> ThreadingHTTPServer:

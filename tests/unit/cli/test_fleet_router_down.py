@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
+from support.json_http import JsonHandler
 from support.ports import free_port
 
 from kimik3_reconciler.cli.fleet_router import record_path, router_now, router_problem
@@ -16,19 +17,11 @@ from kimik3_reconciler.fleet.router_layout import router_layout
 from kimik3_reconciler.fleet.values import RouterPlacement
 
 
-class Smg(BaseHTTPRequestHandler):
+class Smg(JsonHandler):
     """smg's `GET /workers` (what router_now and router_problem ask it), an empty list."""
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        body = b'{"workers": []}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_: object) -> None:
-        pass
+        self.send_json(200, {"workers": []})
 
 
 @pytest.fixture
